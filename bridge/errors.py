@@ -1,0 +1,58 @@
+"""The one error hierarchy: every failure the bridge reports is a `BridgeError`.
+
+Each error carries a `hint` telling the operator what to do next; the CLI prints
+`str(err)` (message + hint) and exits non-zero, never a traceback for these.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error the bridge raises on purpose."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(BridgeError):
+    """The configuration file or environment is invalid."""
+
+    exit_code = 2
+
+
+class SourceError(BridgeError):
+    """PostgreSQL cannot be used as a replication source as configured."""
+
+
+class ProtocolError(BridgeError):
+    """Malformed or unsupported bytes on the replication stream.
+
+    Raised by the decoders for truncated messages, unknown message types or tuple
+    kinds, and by the startup check of pglogical_output; the pipeline stops without
+    acknowledging anything past the last good transaction.
+    """
+
+    def __init__(self, message_type: str, offset: int, reason: str) -> None:
+        super().__init__(
+            f"malformed replication message {message_type!r} at byte {offset}: {reason}",
+            hint="the stream cannot be decoded safely; nothing past the last good "
+            "transaction was acknowledged. Check plugin and protocol options.",
+        )
+        self.message_type = message_type
+        self.offset = offset
+        self.reason = reason
+
+
+class SchemaError(BridgeError):
+    """A relation cannot be mapped to Avro, or the registry refused a schema."""
+
+
+class DeliveryError(BridgeError):
+    """Kafka did not accept a record after the client's own retries."""
