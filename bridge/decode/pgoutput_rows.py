@@ -1,0 +1,88 @@
+"""pgoutput row messages (Insert, Update, Delete) and their TupleData parts.
+
+This is the per-row hot path, kept apart from the rarer message types: every
+handler reads fields with precompiled `unpack_from` at explicit offsets and copies
+each column value out with one `bytes` slice. A slice never fails, so a value that
+runs past the end is caught either by the next read (IndexError / struct.error,
+converted by the decoder) or by the final end-of-message check.
+
+Handlers take `(buf, pos, xid)` with defaults for the non-streamed case so the
+decoder can call them with just the buffer; streamed variants pass `pos=5` and the
+transaction id read from bytes 1..4.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from bridge.decode.messages import Delete, Insert, TupleData, Update
+from bridge.decode.reader import U16, U32, end_error, type_name
+from bridge.errors import ProtocolError
+
+_RELID_TAG = struct.Struct(">IB").unpack_from
+
+_N = ord("N")
+
+
+def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
+    """Read a TupleData part at `pos`; returns it and the offset just past it."""
+    (natts,) = U16(buf, pos)
+    pos += 2
+    kinds = bytearray(natts)
+    values: list[bytes | None] = [None] * natts
+    for i in range(natts):
+        kind = buf[pos]
+        if kind in (116, 98):  # 't', 'b' as literals: a constant tuple is the fastest test
+            end = pos + 5 + U32(buf, pos + 1)[0]
+            values[i] = buf[pos + 5 : end]
+            pos = end
+        elif kind in (110, 117):  # 'n', 'u'
+            pos += 1
+        else:
+            raise ProtocolError(type_name(buf), pos, f"unknown TupleData kind {chr(kind)!r}")
+        kinds[i] = kind
+    return TupleData(bytes(kinds), tuple(values)), pos
+
+
+def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:
+    return ProtocolError(
+        type_name(buf), pos, f"expected submessage tag {expected}, got {chr(tag)!r}"
+    )
+
+
+def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
+    relid, tag = _RELID_TAG(buf, pos)
+    if tag != _N:
+        raise _tag_error(buf, pos + 4, tag, "'N'")
+    new, end = read_tuple(buf, pos + 5)
+    if end != len(buf):
+        raise end_error(buf, end)
+    return Insert(xid, relid, new)
+
+
+def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
+    relid, tag = _RELID_TAG(buf, pos)
+    pos += 5
+    old: TupleData | None = None
+    old_kind = ""
+    if tag in (75, 79):  # 'K', 'O'
+        old_kind = chr(tag)
+        old, pos = read_tuple(buf, pos)
+        tag = buf[pos]
+        pos += 1
+    if tag != _N:
+        raise _tag_error(buf, pos - 1, tag, "'N'" if old_kind else "'K', 'O' or 'N'")
+    new, end = read_tuple(buf, pos)
+    if end != len(buf):
+        raise end_error(buf, end)
+    return Update(xid, relid, old_kind, old, new)
+
+
+def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
+    relid, tag = _RELID_TAG(buf, pos)
+    if tag not in (75, 79):  # 'K', 'O'
+        raise _tag_error(buf, pos + 4, tag, "'K' or 'O'")
+    old, end = read_tuple(buf, pos + 5)
+    if end != len(buf):
+        raise end_error(buf, end)
+    return Delete(xid, relid, chr(tag), old)

@@ -1,0 +1,66 @@
+"""The change-event stream handed to the schema and produce stages.
+
+Whatever the plugin and however PostgreSQL delivered a transaction (plain, streamed
+in segments, or two-phase), downstream sees one shape: `TxBegin`, its `Change`s in
+order, `TxCommit`; plus `LogicalMessageEvent` for non-transactional messages.
+Events leave in (commit LSN, ordinal) order. NamedTuples because one `Change` is
+built per row.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from bridge.decode.messages import LogicalMessage, Relation, TupleData
+
+OP_CREATE = "c"
+OP_UPDATE = "u"
+OP_DELETE = "d"
+OP_TRUNCATE = "t"
+OP_MESSAGE = "m"
+
+
+class TxBegin(NamedTuple):
+    xid: int
+    commit_lsn: int  # LSN of the commit (or COMMIT PREPARED) record
+    commit_ts: int  # µs since 2000-01-01 UTC
+    origin: str | None  # replication origin name, None for local transactions
+
+
+class Change(NamedTuple):
+    """One change at position `ordinal` (0-based) of its transaction.
+
+    `relation` is the description current at that point of the transaction; it is
+    None only for op "m" (a transactional logical message, see `message`). A TRUNCATE
+    of several tables yields one "t" change per table, each listing all of them in
+    `relations` with the CASCADE/RESTART IDENTITY bits in `truncate_options`.
+    """
+
+    op: str  # OP_CREATE, OP_UPDATE, OP_DELETE, OP_TRUNCATE or OP_MESSAGE
+    relation: Relation | None
+    old_kind: str  # "K" key only, "O" full old row, "" none
+    old: TupleData | None
+    new: TupleData | None
+    ordinal: int
+    relations: tuple[Relation, ...]
+    truncate_options: int
+    message: LogicalMessage | None
+
+
+class TxCommit(NamedTuple):
+    xid: int
+    commit_lsn: int
+    end_lsn: int  # acknowledge this once every event of the transaction is delivered
+    commit_ts: int
+    event_count_by_table: dict[str, int]  # "namespace.name" -> changes emitted
+
+
+class LogicalMessageEvent(NamedTuple):
+    """A non-transactional pg_logical_emit_message(false, ...): no transaction around it."""
+
+    lsn: int
+    prefix: str
+    content: bytes
+
+
+Event = TxBegin | Change | TxCommit | LogicalMessageEvent

@@ -1,0 +1,91 @@
+"""Turning the row messages of one transaction into numbered `Change` events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bridge.decode.messages import (
+    Delete,
+    Insert,
+    LogicalMessage,
+    Message,
+    Truncate,
+    Update,
+)
+from bridge.errors import ProtocolError
+from bridge.events.model import (
+    OP_CREATE,
+    OP_DELETE,
+    OP_MESSAGE,
+    OP_TRUNCATE,
+    OP_UPDATE,
+    Change,
+    TxBegin,
+    TxCommit,
+)
+from bridge.events.relations import CachedRelation
+
+# (relid, message type letter) -> the relation current at that point of the stream.
+Lookup = Callable[[int, str], CachedRelation]
+
+
+class TxState:
+    """The transaction being emitted: its identity, next ordinal and per-table counts."""
+
+    __slots__ = ("commit_lsn", "commit_ts", "counts", "ordinal", "origin", "started", "xid")
+
+    def __init__(self, xid: int, commit_lsn: int, commit_ts: int, origin: str | None) -> None:
+        self.xid = xid
+        self.commit_lsn = commit_lsn
+        self.commit_ts = commit_ts
+        self.origin = origin
+        self.ordinal = 0
+        self.counts: dict[str, int] = {}
+        self.started = False  # TxBegin emitted (deferred until the Origin message passed)
+
+    def begin(self) -> TxBegin:
+        self.started = True
+        return TxBegin(self.xid, self.commit_lsn, self.commit_ts, self.origin)
+
+    def commit(self, commit_lsn: int, end_lsn: int, commit_ts: int) -> TxCommit:
+        return TxCommit(self.xid, commit_lsn, end_lsn, commit_ts, self.counts)
+
+    def changes(self, msg: Message, lookup: Lookup) -> tuple[Change, ...]:
+        """The events of one row-level message; other message kinds are out of place."""
+        if isinstance(msg, Insert):
+            relation, name = lookup(msg.relid, "I")
+            ordinal = self._next(name)
+            return (Change(OP_CREATE, relation, "", None, msg.new, ordinal, (), 0, None),)
+        if isinstance(msg, Update):
+            relation, name = lookup(msg.relid, "U")
+            ordinal = self._next(name)
+            return (
+                Change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal, (), 0, None),
+            )
+        if isinstance(msg, Delete):
+            relation, name = lookup(msg.relid, "D")
+            ordinal = self._next(name)
+            return (Change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal, (), 0, None),)
+        if isinstance(msg, Truncate):
+            cached = [lookup(relid, "T") for relid in msg.relids]
+            relations = tuple(entry.relation for entry in cached)
+            options = msg.options
+            return tuple(
+                Change(OP_TRUNCATE, rel, "", None, None, self._next(name), relations, options, None)
+                for rel, name in cached
+            )
+        if isinstance(msg, LogicalMessage) and msg.transactional:
+            ordinal = self.ordinal
+            self.ordinal = ordinal + 1
+            return (Change(OP_MESSAGE, None, "", None, None, ordinal, (), 0, msg),)
+        raise ProtocolError(
+            type(msg).__name__, 0, "message cannot appear among a transaction's changes"
+        )
+
+    def _next(self, name: str) -> int:
+        """Count one change of table `name`; return its ordinal."""
+        counts = self.counts
+        counts[name] = counts.get(name, 0) + 1
+        ordinal = self.ordinal
+        self.ordinal = ordinal + 1
+        return ordinal

@@ -1,0 +1,53 @@
+"""The streaming-replication envelope: XLogData (`w`), keepalive (`k`), status (`r`).
+
+Parsed separately from the logical-decoding payload, as pglogrepl does, so the
+decoders only ever see plugin bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from bridge.errors import ProtocolError
+
+_XLOG = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
+_KEEPALIVE = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
+_STATUS = struct.Struct(">cQQQQB")
+
+
+class XLogData(NamedTuple):
+    wal_start: int
+    wal_end: int
+    send_time: int
+    payload: memoryview
+
+
+class Keepalive(NamedTuple):
+    wal_end: int
+    send_time: int
+    reply_requested: bool
+
+
+def parse(data: bytes | memoryview) -> XLogData | Keepalive:
+    """Split one CopyData message from the walsender into envelope and payload."""
+    view = memoryview(data)
+    if not view:
+        raise ProtocolError("?", 0, "empty CopyData message")
+    tag = view[0]
+    if tag == 0x77:  # 'w'
+        if len(view) < 1 + _XLOG.size:
+            raise ProtocolError("w", len(view), "XLogData header truncated")
+        start, end, ts = _XLOG.unpack_from(view, 1)
+        return XLogData(start, end, ts, view[1 + _XLOG.size :])
+    if tag == 0x6B:  # 'k'
+        if len(view) != 1 + _KEEPALIVE.size:
+            raise ProtocolError("k", len(view), f"keepalive must be 18 bytes, got {len(view)}")
+        end, ts, reply = _KEEPALIVE.unpack_from(view, 1)
+        return Keepalive(end, ts, reply != 0)
+    raise ProtocolError(chr(tag), 0, "unknown replication envelope message")
+
+
+def status_update(write: int, flush: int, apply: int, now_us: int, reply: bool = False) -> bytes:
+    """Standby status update; `now_us` is µs since the PostgreSQL epoch."""
+    return _STATUS.pack(b"r", write, flush, apply, now_us, 1 if reply else 0)

@@ -1,0 +1,168 @@
+"""The one module that touches psycopg's low-level (libpq) connection.
+
+psycopg 3 has no replication API, so walsender commands run through `PQexec`
+(replication connections accept only the simple query protocol) and the COPY BOTH
+stream through `PQgetCopyData`/`PQputCopyData` in non-blocking mode, waiting on the
+socket with a timeout so the caller's loop keeps control of its schedule.
+"""
+
+from __future__ import annotations
+
+import selectors
+import time
+from typing import Any, NoReturn
+
+import psycopg
+from psycopg import pq, sql
+
+from bridge.errors import SourceError
+
+SQLSTATE_OBJECT_IN_USE = "55006"
+
+
+class CommandError(SourceError):
+    """A walsender or SQL command failed; `sqlstate` lets callers react to specific codes."""
+
+    def __init__(self, command: str, sqlstate: str, detail: str) -> None:
+        super().__init__(f"{command} failed: [{sqlstate}] {detail}")
+        self.sqlstate = sqlstate
+
+
+def connect(conninfo: dict[str, Any], *, replication: bool) -> psycopg.Connection[Any]:
+    """Open an autocommit connection; libpq's own message never contains the password."""
+    params = dict(conninfo)
+    if replication:
+        params["replication"] = "database"
+    try:
+        return psycopg.connect(autocommit=True, **params)
+    except psycopg.OperationalError as exc:
+        where = f"{params.get('host')}:{params.get('port')}/{params.get('dbname')}"
+        raise SourceError(
+            f"cannot connect to PostgreSQL at {where} as {params.get('user')}: {str(exc).strip()}",
+            hint="check source.host/port/dbname/user/password and that the server accepts "
+            "connections (pg_hba.conf allows 'replication' for this role)",
+        ) from None
+
+
+class ReplicationConnection:
+    """Walsender commands and the COPY BOTH stream over one `replication=database` link."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self._pg = conn.pgconn
+        self._selector: selectors.DefaultSelector | None = None
+
+    def quote(self, part: sql.Composable) -> str:
+        return part.as_string(self.conn)
+
+    def command(self, text: str) -> list[tuple[str | None, ...]]:
+        """Run one command with the simple query protocol; rows come back as text."""
+        res = self._pg.exec_(text.encode())
+        self._check(res, text, (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK))
+        rows = []
+        for r in range(res.ntuples):
+            row = []
+            for c in range(res.nfields):
+                v = res.get_value(r, c)
+                row.append(None if v is None else bytes(v).decode())
+            rows.append(tuple(row))
+        return rows
+
+    def start_copy_both(self, text: str) -> None:
+        """Send START_REPLICATION and enter COPY BOTH mode."""
+        res = self._pg.exec_(text.encode())
+        self._check(res, text.split("(", maxsplit=1)[0].strip(), (pq.ExecStatus.COPY_BOTH,))
+        self._pg.nonblocking = 1
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._pg.socket, selectors.EVENT_READ)
+
+    def read_copy(self, timeout: float) -> memoryview | None:
+        """Next CopyData message, or None if none arrived within `timeout` seconds."""
+        assert self._selector is not None, "read_copy before start_copy_both"
+        nbytes, data = self._pg.get_copy_data(1)
+        if nbytes == 0:
+            if timeout > 0 and not self._selector.select(timeout):
+                return None
+            self._consume()
+            nbytes, data = self._pg.get_copy_data(1)
+            if nbytes == 0:
+                return None
+        if nbytes > 0:
+            return memoryview(data)
+        self._end_of_copy()
+
+    def write_copy(self, data: bytes) -> None:
+        """Queue one CopyData message and push it to the socket."""
+        if self._pg.put_copy_data(data) != 1:
+            self._raise_connection("sending a status update")
+        self._flush()
+
+    def finish_copy(self, timeout: float = 5.0) -> None:
+        """CopyDone, then drain until the server ends the stream (clean shutdown).
+
+        Data the server still sends is dropped: we asked to stop, and whatever was
+        not acknowledged will be sent again on the next start.
+        """
+        if self._selector is None:
+            return
+        self._pg.put_copy_end()
+        self._flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            nbytes, _ = self._pg.get_copy_data(1)
+            if nbytes < 0:
+                break
+            if nbytes == 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._selector.select(remaining):
+                    return  # the server did not answer in time; close() ends the link
+                self._consume()
+        while not self._pg.is_busy() or self._selector.select(
+            max(0.0, deadline - time.monotonic())
+        ):
+            self._consume()
+            if self._pg.is_busy():
+                continue
+            if self._pg.get_result() is None:
+                break
+        self._selector.close()
+        self._selector = None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _consume(self) -> None:
+        try:
+            self._pg.consume_input()
+        except psycopg.OperationalError:
+            self._raise_connection("reading the replication stream")
+
+    def _flush(self) -> None:
+        while self._pg.flush() == 1:
+            sel = selectors.DefaultSelector()
+            sel.register(self._pg.socket, selectors.EVENT_WRITE | selectors.EVENT_READ)
+            sel.select(1.0)
+            sel.close()
+            self._consume()
+
+    def _end_of_copy(self) -> NoReturn:
+        res = self._pg.get_result()
+        if res is not None and res.status == pq.ExecStatus.FATAL_ERROR:
+            self._check(res, "START_REPLICATION", ())
+        self._raise_connection("streaming")
+
+    def _raise_connection(self, doing: str) -> NoReturn:
+        msg = (self._pg.error_message or b"connection closed").decode(errors="replace").strip()
+        raise SourceError(
+            f"replication connection lost while {doing}: {msg}",
+            hint="the bridge exits; on restart it resumes from the slot's confirmed_flush_lsn",
+        )
+
+    @staticmethod
+    def _check(res: pq.abc.PGresult, command: str, ok: tuple[pq.ExecStatus, ...]) -> None:
+        if res.status in ok:
+            return
+        sqlstate = (res.error_field(pq.DiagnosticField.SQLSTATE) or b"?????").decode()
+        primary = res.error_field(pq.DiagnosticField.MESSAGE_PRIMARY)
+        detail = (primary or res.error_message or b"unknown error").decode(errors="replace")
+        raise CommandError(command, sqlstate, detail.strip())

@@ -1,0 +1,167 @@
+"""Server prerequisites, the replication slot, the publication, and START_REPLICATION.
+
+Every failure here names the setting or privilege to fix: these are the errors an
+operator meets on the first deployment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg import sql
+
+from bridge.errors import SourceError
+from bridge.lsn import LSN
+from bridge.source.libpq import SQLSTATE_OBJECT_IN_USE, CommandError, ReplicationConnection
+
+
+class SystemInfo(NamedTuple):
+    systemid: str
+    timeline: int
+    xlogpos: LSN
+    dbname: str
+
+
+class Slot(NamedTuple):
+    name: str
+    plugin: str
+    confirmed_flush: LSN | None  # None right after creation (nothing confirmed yet)
+    created: bool
+    snapshot_name: str | None  # exported snapshot, valid until the next command on rc
+    consistent_point: LSN | None
+
+
+def identify_system(rc: ReplicationConnection) -> SystemInfo:
+    systemid, timeline, xlogpos, dbname = rc.command("IDENTIFY_SYSTEM")[0]
+    return SystemInfo(systemid or "", int(timeline or 0), LSN.parse(xlogpos or "0/0"), dbname or "")
+
+
+def check_prerequisites(rc: ReplicationConnection) -> int:
+    """Fail early on `wal_level` and the REPLICATION privilege; returns server_version_num."""
+    (wal_level,) = rc.command("SHOW wal_level")[0]
+    if wal_level != "logical":
+        raise SourceError(
+            f"wal_level is {wal_level!r}, logical decoding needs 'logical'",
+            hint="set wal_level = logical in postgresql.conf and restart PostgreSQL",
+        )
+    rows = rc.command(
+        "SELECT rolreplication OR rolsuper, current_user FROM pg_roles WHERE rolname = current_user"
+    )
+    if not rows or rows[0][0] != "t":
+        user = rows[0][1] if rows else "current user"
+        raise SourceError(
+            f"role {user} lacks the REPLICATION attribute",
+            hint=f"run: ALTER ROLE {user} WITH REPLICATION",
+        )
+    (version,) = rc.command("SHOW server_version_num")[0]
+    return int(version or 0)
+
+
+def ensure_slot(
+    rc: ReplicationConnection, name: str, plugin: str, *, create: bool, two_phase: bool
+) -> Slot:
+    """Use the existing slot (checking its plugin and database) or create it."""
+    rows = rc.command(
+        "SELECT plugin, slot_type, database, confirmed_flush_lsn FROM pg_replication_slots "
+        f"WHERE slot_name = {rc.quote(sql.Literal(name))}"
+    )
+    if rows:
+        have_plugin, slot_type, database, confirmed = rows[0]
+        (current_db,) = rc.command("SELECT current_database()")[0]
+        if slot_type != "logical" or have_plugin != plugin:
+            raise SourceError(
+                f"replication slot {name!r} uses plugin {have_plugin!r} ({slot_type}), "
+                f"not {plugin!r}",
+                hint="choose another source.slot_name, or drop the slot if it is unused: "
+                f"SELECT pg_drop_replication_slot('{name}')",
+            )
+        if database != current_db:
+            raise SourceError(
+                f"replication slot {name!r} belongs to database {database!r}, not {current_db!r}",
+                hint="use a slot name unique to this database",
+            )
+        return Slot(name, plugin, LSN.parse(confirmed) if confirmed else None, False, None, None)
+    if not create:
+        raise SourceError(
+            f"replication slot {name!r} does not exist",
+            hint="create it, or set source.create_slot: true",
+        )
+    options = ["SNAPSHOT 'export'"]
+    if two_phase:
+        options.append("TWO_PHASE true")
+    row = rc.command(
+        f"CREATE_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} LOGICAL "
+        f"{rc.quote(sql.Identifier(plugin))} ({', '.join(options)})"
+    )[0]
+    _, consistent, snapshot, _ = row
+    point = LSN.parse(consistent or "0/0")
+    return Slot(name, plugin, None, True, snapshot, point)
+
+
+def drop_slot(rc: ReplicationConnection, name: str) -> None:
+    rc.command(f"DROP_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} WAIT")
+
+
+def ensure_publication(conn: psycopg.Connection[Any], name: str, mode: str) -> None:
+    """Create the publication when missing (mode `all_tables`), or require it (`disabled`)."""
+    row = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
+    if row.fetchone() is not None:
+        return
+    if mode == "disabled":
+        raise SourceError(
+            f"publication {name!r} does not exist",
+            hint=f"create it (CREATE PUBLICATION {name} FOR TABLE ...) or set "
+            "source.publication_mode: all_tables",
+        )
+    try:
+        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(name)))
+    except psycopg.errors.InsufficientPrivilege:
+        raise SourceError(
+            f"not allowed to create publication {name!r} FOR ALL TABLES",
+            hint="a superuser must create it, or set source.publication_mode: disabled "
+            "and create the publication by hand",
+        ) from None
+
+
+def start_replication(
+    rc: ReplicationConnection,
+    slot: str,
+    start: LSN,
+    options: Sequence[tuple[str, str]],
+    *,
+    busy_timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """START_REPLICATION, retrying while the slot is active in another process.
+
+    A Kubernetes pod restart routinely overlaps the old walsender (SQLSTATE 55006),
+    so that case is retried with backoff for `busy_timeout_s`.
+    """
+    opts = ", ".join(
+        f"{rc.quote(sql.Identifier(k))} {rc.quote(sql.Literal(v))}" for k, v in options
+    )
+    command = f"START_REPLICATION SLOT {rc.quote(sql.Identifier(slot))} LOGICAL {start}"
+    if opts:
+        command += f" ({opts})"
+    deadline = clock() + busy_timeout_s
+    delay = 0.2
+    while True:
+        try:
+            rc.start_copy_both(command)
+            return
+        except CommandError as exc:
+            if exc.sqlstate != SQLSTATE_OBJECT_IN_USE:
+                raise
+            if clock() + delay > deadline:
+                raise SourceError(
+                    f"replication slot {slot!r} stayed active in another process for "
+                    f"{busy_timeout_s:.0f}s",
+                    hint="stop the other consumer of this slot, or raise "
+                    "source.slot_busy_timeout_s",
+                ) from None
+            sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -1,0 +1,101 @@
+"""The replication stream: XLogData out, keepalives answered, status updates sent.
+
+Loop priority, highest first: (1) answer a keepalive that asks for a reply,
+(2) send a due status update, (3) hand out the next XLogData. `service()` does
+(1) and (2) without handing out data, for the pipeline to call while it is
+blocked (producer queue full): PostgreSQL keeps hearing from us, so
+`wal_sender_timeout` never fires because Kafka is slow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from bridge.source.envelope import Keepalive, XLogData, parse
+from bridge.source.libpq import ReplicationConnection
+from bridge.source.status import StatusTracker
+
+
+class ReplicationStream:
+    def __init__(
+        self,
+        conn: ReplicationConnection,
+        status: StatusTracker,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_us: Callable[[], int] = lambda: time.time_ns() // 1000,
+    ) -> None:
+        self._conn = conn
+        self.status = status
+        self._clock = clock
+        self._wall_us = wall_us
+        self._pending: XLogData | None = None
+        self.server_wal_end = 0  # from the last keepalive: everything up to it was sent
+        self.closed = False
+
+    def read(self, timeout: float) -> XLogData | None:
+        """The next XLogData, or None when none arrived within `timeout` seconds."""
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            return data
+        deadline = self._clock() + timeout
+        while True:
+            now = self._clock()
+            self._send_status_if_due(now)
+            wait = min(deadline - now, self.status.seconds_until_due(now))
+            raw = self._conn.read_copy(max(0.0, wait))
+            if raw is None:
+                if self._clock() >= deadline:
+                    return None
+                continue
+            msg = parse(raw)
+            if isinstance(msg, Keepalive):
+                self._on_keepalive(msg)
+                continue
+            self.status.on_received(msg.wal_end)
+            return msg
+
+    def service(self) -> None:
+        """Answer keepalives and send due status updates without consuming data.
+
+        Reads at most up to the first XLogData, which is kept for the next `read()`.
+        """
+        while self._pending is None:
+            raw = self._conn.read_copy(0)
+            if raw is None:
+                break
+            msg = parse(raw)
+            if isinstance(msg, Keepalive):
+                self._on_keepalive(msg)
+            else:
+                self.status.on_received(msg.wal_end)
+                self._pending = msg
+        self._send_status_if_due(self._clock())
+
+    def confirm(self, lsn: int) -> None:
+        """Everything up to `lsn` is durably delivered: report it as flushed."""
+        self.status.on_flushed(lsn)
+
+    def send_status(self, reply: bool = False) -> None:
+        self._conn.write_copy(self.status.build(self._clock(), self._wall_us(), reply))
+
+    def close(self) -> None:
+        """Final status update, CopyDone, close: the clean way out."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.send_status()
+            self._conn.finish_copy()
+        finally:
+            self._conn.close()
+
+    def _on_keepalive(self, msg: Keepalive) -> None:
+        self.server_wal_end = max(self.server_wal_end, msg.wal_end)
+        if msg.reply_requested:
+            self.send_status()
+
+    def _send_status_if_due(self, now: float) -> None:
+        if self.status.due(now):
+            self.send_status()
