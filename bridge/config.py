@@ -131,6 +131,24 @@ class RegistryConfig(_Section):
         return conf
 
 
+class AvroConfig(_Section):
+    """How PostgreSQL values become Avro (see README, "Type mapping")."""
+
+    timestamptz_mode: Literal["micros", "iso"] = "micros"
+    numeric_mode: Literal["string", "double", "variable"] = "string"
+    toast_mode: Literal["list", "placeholder"] = "list"
+    subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
+
+
+class PipelineConfig(_Section):
+    spill_dir: Path = Path("/tmp/bridge-spill")
+    memory_limit_mb: int = Field(256, ge=1, description="streamed/prepared txn buffer in RAM")
+    max_in_flight_records: int = Field(100_000, ge=1)
+    max_in_flight_mb: int = Field(256, ge=1)
+    tombstones: bool = True
+    shutdown_timeout_s: float = Field(30.0, gt=0)
+
+
 class LogConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -146,7 +164,18 @@ class Config(BaseSettings):
     source: SourceConfig = Field(default_factory=SourceConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
+    avro: AvroConfig = Field(default_factory=AvroConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+
+    def secrets(self) -> list[str]:
+        """Every secret value in the configuration, for masking in logs."""
+        found = []
+        for section in (self.source, self.kafka, self.registry):
+            for value in section.__dict__.values():
+                if isinstance(value, SecretStr):
+                    found.append(value.get_secret_value())
+        return found
 
     @classmethod
     def settings_customise_sources(

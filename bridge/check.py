@@ -1,0 +1,125 @@
+"""`bridge check`: is every dependency usable as configured? One ok/FAIL line each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from psycopg import sql
+
+from bridge.config import Config
+from bridge.errors import BridgeError
+from bridge.source import libpq, slots
+
+
+class Result(NamedTuple):
+    name: str
+    ok: bool
+    detail: str
+
+
+def run_checks(cfg: Config) -> Iterator[Result]:
+    """Yield results as they come; later PostgreSQL checks need an earlier connection."""
+    yield from _postgres(cfg)
+    yield _guard("Kafka reachable", lambda: _kafka(cfg))
+    yield _guard("schema registry reachable", lambda: _registry(cfg))
+
+
+def _guard(name: str, fn: Callable[[], str]) -> Result:
+    try:
+        return Result(name, True, fn())
+    except BridgeError as exc:
+        return Result(name, False, str(exc))
+    except Exception as exc:  # a check reports any failure, it never crashes the command
+        return Result(name, False, f"{type(exc).__name__}: {exc}")
+
+
+def _postgres(cfg: Config) -> Iterator[Result]:
+    src = cfg.source
+    try:
+        rc = libpq.ReplicationConnection(libpq.connect(src.conninfo(), replication=True))
+    except BridgeError as exc:
+        yield Result("PostgreSQL reachable", False, str(exc))
+        return
+    try:
+        info = slots.identify_system(rc)
+        yield Result(
+            "PostgreSQL reachable",
+            True,
+            f"{src.host}:{src.port}/{info.dbname}, system {info.systemid}, WAL at {info.xlogpos}",
+        )
+        (wal_level,) = rc.command("SHOW wal_level")[0]
+        yield Result("wal_level = logical", wal_level == "logical", f"wal_level is {wal_level}")
+        yield _guard("role has REPLICATION", lambda: _replication_role(rc))
+        if src.plugin == "pgoutput":
+            yield _guard("publication", lambda: _publication(rc, cfg))
+        yield _guard("replication slot", lambda: _slot(rc, cfg))
+    finally:
+        rc.close()
+
+
+def _replication_role(rc: libpq.ReplicationConnection) -> str:
+    version = slots.check_prerequisites(rc)
+    return f"ok (server_version_num {version})"
+
+
+def _publication(rc: libpq.ReplicationConnection, cfg: Config) -> str:
+    name = cfg.source.publication_name
+    rows = rc.command(
+        "SELECT puballtables, (SELECT count(*) FROM pg_publication_tables t "
+        "WHERE t.pubname = p.pubname) FROM pg_publication p "
+        f"WHERE pubname = {rc.quote(sql.Literal(name))}"
+    )
+    if rows:
+        all_tables, count = rows[0]
+        scope = "all tables" if all_tables == "t" else f"{count} table(s)"
+        return f"{name!r} exists ({scope})"
+    if cfg.source.publication_mode == "disabled":
+        raise BridgeError(
+            f"publication {name!r} is missing and publication_mode is disabled",
+            hint=f"CREATE PUBLICATION {name} FOR TABLE ...",
+        )
+    return f"{name!r} missing; it will be created FOR ALL TABLES on start"
+
+
+def _slot(rc: libpq.ReplicationConnection, cfg: Config) -> str:
+    name, plugin = cfg.source.slot_name, cfg.source.plugin
+    rows = rc.command(
+        "SELECT plugin, database, active, confirmed_flush_lsn, current_database() "
+        f"FROM pg_replication_slots WHERE slot_name = {rc.quote(sql.Literal(name))}"
+    )
+    if not rows:
+        if not cfg.source.create_slot:
+            raise BridgeError(
+                f"slot {name!r} is missing and source.create_slot is false",
+                hint="create the slot or enable source.create_slot",
+            )
+        return f"{name!r} missing; it will be created with plugin {plugin} on start"
+    have_plugin, database, active, confirmed, current = rows[0]
+    if have_plugin != plugin:
+        raise BridgeError(
+            f"slot {name!r} uses plugin {have_plugin!r}, configured plugin is {plugin!r}",
+            hint="choose another source.slot_name or drop the unused slot",
+        )
+    if database != current:
+        raise BridgeError(
+            f"slot {name!r} belongs to database {database!r}",
+            hint="use a slot name unique to this database",
+        )
+    state = "active in another process" if active == "t" else "inactive"
+    return f"{name!r} exists ({plugin}, {state}, confirmed_flush_lsn {confirmed})"
+
+
+def _kafka(cfg: Config) -> str:
+    admin = AdminClient(cfg.kafka.client_config())
+    meta = admin.list_topics(timeout=cfg.kafka.request_timeout_s)
+    brokers = len(meta.brokers)
+    return f"{cfg.kafka.bootstrap_servers}: {brokers} broker(s), cluster {meta.cluster_id}"
+
+
+def _registry(cfg: Config) -> str:
+    client = SchemaRegistryClient(cfg.registry.client_config())
+    subjects = client.get_subjects()
+    return f"{cfg.registry.url}: {len(subjects)} subject(s)"

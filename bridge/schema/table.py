@@ -1,0 +1,238 @@
+"""Relation metadata → Avro key, row and envelope schemas, plus the row converters.
+
+Built once per relation version (every Relation message), so the per-row path only
+indexes precomputed converter tuples.
+
+Naming rule (deterministic, documented in the README): every character outside
+`[A-Za-z0-9_]` becomes `_`, a leading digit gets a `_` prefix, and a name that
+then collides with an earlier column gets `_2`, `_3`, … in column order. The
+original PostgreSQL name is kept in the field property `pg.name`.
+
+Every row field is `["null", T]` with default null, key columns included in the
+row: a delete's before-image under REPLICA IDENTITY DEFAULT carries only the key,
+and nullable fields keep every ALTER TABLE BACKWARD-compatible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Relation
+from bridge.errors import ProtocolError, SchemaError
+from bridge.schema.avronames import fold_named_types
+from bridge.schema.catalog import TypeCatalog
+from bridge.schema.fixed import load_fixed
+from bridge.schema.pgtypes import CodecOptions, ColumnCodec, column_codec
+
+Converter = Callable[[bytes], Any]
+UNAVAILABLE = "__bridge_unavailable_value"
+_INVALID = re.compile(r"[^A-Za-z0-9_]")
+
+
+class ColumnDetails(NamedTuple):
+    """What the Relation message lacks: array dimensions, from pg_attribute."""
+
+    ndims: int
+
+
+class TableDetails(NamedTuple):
+    """Catalog facts for one table, read when its Relation message arrives."""
+
+    primary_key: tuple[str, ...]  # empty: fall back to the replica identity flags
+    columns: dict[str, ColumnDetails]
+
+
+def avro_name(name: str) -> str:
+    out = _INVALID.sub("_", name)
+    if not out or out[0].isdigit():
+        out = "_" + out
+    return out
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    result = []
+    for name in names:
+        base = avro_name(name)
+        candidate, n = base, 1
+        while candidate in seen:
+            n += 1
+            candidate = f"{base}_{n}"
+        seen.add(candidate)
+        result.append(candidate)
+    return result
+
+
+class TableCodec:
+    """Schemas and converters for one version of one table."""
+
+    __slots__ = (
+        "binary",
+        "envelope_schema",
+        "field_names",
+        "key_index",
+        "key_schema",
+        "namespace",
+        "placeholders",
+        "relation",
+        "row_name",
+        "text",
+    )
+
+    def __init__(
+        self,
+        relation: Relation,
+        catalog: TypeCatalog,
+        details: TableDetails,
+        options: CodecOptions,
+        server_name: str,
+    ) -> None:
+        self.relation = relation
+        names = unique_names([c.name for c in relation.columns])
+        self.field_names = tuple(names)
+        self.namespace = ".".join(
+            avro_name(p) for p in (server_name, relation.namespace, relation.name)
+        )
+        codecs = [
+            self._codec(c.name, c.type_oid, c.typmod, catalog, details, options)
+            for c in relation.columns
+        ]
+        self.placeholders = {
+            name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
+        }
+        self.text: tuple[Converter, ...] = tuple(c.from_text for c in codecs)
+        self.binary: tuple[Converter | None, ...] = tuple(c.from_binary for c in codecs)
+        fields = [
+            {
+                "name": name,
+                "type": ["null", codec.avro_schema],
+                "default": None,
+                "pg.name": col.name,
+                "pg.type": codec.pg_type_name,
+            }
+            for name, col, codec in zip(names, relation.columns, codecs, strict=True)
+        ]
+        self.row_name = f"{self.namespace}.Value"
+        row = {"type": "record", "name": "Value", "namespace": self.namespace, "fields": fields}
+        self.key_index = self._key_columns(relation, details)
+        self.key_schema: dict[str, Any] | None = None
+        if self.key_index:
+            key_fields = [
+                {
+                    "name": names[i],
+                    "type": codecs[i].avro_schema,
+                    "pg.name": relation.columns[i].name,
+                }
+                for i in self.key_index
+            ]
+            self.key_schema = fold_named_types(
+                {"type": "record", "name": "Key", "namespace": self.namespace, "fields": key_fields}
+            )
+        self.envelope_schema: dict[str, Any] = fold_named_types(
+            {
+                "type": "record",
+                "name": "Envelope",
+                "namespace": self.namespace,
+                "connect.name": f"{self.namespace}.Envelope",
+                "fields": [
+                    {"name": "before", "type": ["null", row], "default": None},
+                    {"name": "after", "type": ["null", self.row_name], "default": None},
+                    {"name": "source", "type": load_fixed("source")},
+                    {"name": "op", "type": "string"},
+                    {"name": "ts_ms", "type": ["null", "long"], "default": None},
+                    {
+                        "name": "transaction",
+                        "type": ["null", load_fixed("transaction_block")],
+                        "default": None,
+                    },
+                    {
+                        "name": "unchanged_fields",
+                        "type": ["null", {"type": "array", "items": "string"}],
+                        "default": None,
+                        "doc": "after-image fields whose unchanged TOASTed value was not sent",
+                    },
+                ],
+            }
+        )
+
+    @staticmethod
+    def _codec(
+        name: str,
+        type_oid: int,
+        typmod: int,
+        catalog: TypeCatalog,
+        details: TableDetails,
+        options: CodecOptions,
+    ) -> ColumnCodec:
+        col = details.columns.get(name)
+        return column_codec(type_oid, typmod, catalog, options, col.ndims if col else 1)
+
+    @staticmethod
+    def _key_columns(relation: Relation, details: TableDetails) -> tuple[int, ...]:
+        """Primary key columns (as Debezium keys), else the replica identity index."""
+        names = [c.name for c in relation.columns]
+        if details.primary_key and all(k in names for k in details.primary_key):
+            return tuple(names.index(k) for k in details.primary_key)
+        if relation.replica_identity == "f":
+            return ()  # FULL marks every column as key: no usable key
+        return tuple(i for i, c in enumerate(relation.columns) if c.is_key)
+
+    def check_binary(self) -> None:
+        """Binary tuples need a binary converter for every column; say which one lacks it."""
+        for col, conv in zip(self.relation.columns, self.binary, strict=True):
+            if conv is None:
+                raise SchemaError(
+                    f"{self.relation.namespace}.{self.relation.name}.{col.name}: type oid "
+                    f"{col.type_oid} has no binary decoder",
+                    hint="set source.binary: false (text mode handles every type)",
+                )
+
+    def placeholder(self, field: str) -> Any:
+        """Debezium-style stand-in for an unchanged TOASTed value, where the type allows one."""
+        return self.placeholders.get(field)
+
+    def row(
+        self, kinds: bytes, values: tuple[bytes | None, ...], unchanged: list[str] | None
+    ) -> dict[str, Any]:
+        """Convert one TupleData; names of unchanged-TOAST columns go to `unchanged`."""
+        out: dict[str, Any] = {}
+        names = self.field_names
+        if len(kinds) != len(names):
+            raise ProtocolError(
+                "tuple",
+                0,
+                f"{len(kinds)} columns for {self.relation.namespace}.{self.relation.name}, "
+                f"whose Relation message has {len(names)}",
+            )
+        text = self.text
+        for i, kind in enumerate(kinds):
+            if kind == KIND_TEXT:
+                out[names[i]] = text[i](values[i])  # type: ignore[arg-type]
+            elif kind == KIND_BINARY:
+                conv = self.binary[i]
+                if conv is None:
+                    self.check_binary()
+                else:
+                    out[names[i]] = conv(values[i])  # type: ignore[arg-type]
+            elif kind == KIND_NULL:
+                out[names[i]] = None
+            elif kind == KIND_UNCHANGED:
+                out[names[i]] = None
+                if unchanged is not None:
+                    unchanged.append(names[i])
+        return out
+
+    def key(self, row: dict[str, Any]) -> dict[str, Any]:
+        names = self.field_names
+        return {names[i]: row[names[i]] for i in self.key_index}
+
+
+def _placeholder(schema: Any) -> Any:
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    if kind == "string" and not (isinstance(schema, dict) and "logicalType" in schema):
+        return UNAVAILABLE
+    if kind == "bytes" and not (isinstance(schema, dict) and "logicalType" in schema):
+        return UNAVAILABLE.encode()
+    return None

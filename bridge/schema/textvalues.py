@@ -1,0 +1,281 @@
+"""Parsers for PostgreSQL's text output format: `str` -> Avro-ready value.
+
+They assume the server defaults that also govern pgoutput's text values:
+DateStyle=ISO, IntervalStyle=postgres, extra_float_digits >= 1 and an
+lc_monetary with two fraction digits. Malformed input raises whatever Python
+raises (ValueError, IndexError, ...); `pgtypes` turns that into ProtocolError
+once per column converter instead of per parser.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import struct
+from decimal import Decimal
+from typing import Any
+
+from bridge.schema.temporal import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    US_PER_DAY,
+    US_PER_SECOND,
+    clamp_us,
+    days_from_civil,
+)
+
+_F4 = struct.Struct(">f")
+_BOOL = {"t": True, "f": False}
+_NOT_DIGIT = re.compile(r"\D")
+_BYTEA_ESCAPE = re.compile(rb"\\(\\|[0-3][0-7]{2})")
+_HSTORE_PAIR = re.compile(r'"((?:[^"\\]|\\.)*)"=>(?:"((?:[^"\\]|\\.)*)"|(NULL))(, |$)', re.S)
+_BACKSLASH = re.compile(r"\\(.)", re.S)
+_NUMERIC_SPECIAL = frozenset({"NaN", "Infinity", "-Infinity"})
+# Rows repeat dates and zone offsets; parsing them once per distinct string pays off.
+_CACHE_SIZE = 10_000
+_AD_DAYS: dict[str, int] = {}
+_OFFSETS: dict[str, int] = {}
+_time_fromisoformat = datetime.time.fromisoformat
+_datetime_fromisoformat = datetime.datetime.fromisoformat
+_UNIX_ORDINAL = 719_163  # datetime.date(1970, 1, 1).toordinal()
+INTERVAL_INFINITY = {"months": INT32_MAX, "days": INT32_MAX, "micros": INT64_MAX}
+INTERVAL_MINUS_INFINITY = {"months": INT32_MIN, "days": INT32_MIN, "micros": INT64_MIN}
+
+
+def identity(text: str) -> str:
+    return text
+
+
+def parse_bool(text: str) -> bool:
+    return _BOOL[text]
+
+
+def parse_float4(text: str) -> float:
+    """Round to single precision so text and binary (4-byte) yield the same double."""
+    return float(_F4.unpack(_F4.pack(float(text)))[0])
+
+
+def parse_bytea(text: str) -> bytes:
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    return _BYTEA_ESCAPE.sub(_unescape_octal, text.encode("ascii"))
+
+
+def _unescape_octal(match: re.Match[bytes]) -> bytes:
+    code = match.group(1)
+    return b"\\" if code == b"\\" else bytes((int(code, 8),))
+
+
+def parse_time(text: str) -> int:
+    """HH:MM:SS[.ffffff] -> microseconds since midnight (24:00:00 is valid).
+
+    The C-speed time.fromisoformat handles the shape PostgreSQL prints; the
+    length/colon guard keeps its ISO leniency (offsets, HH:MM) out.
+    """
+    size = len(text)
+    if 8 <= size <= 15 and text[2] == ":" and text[5] == ":" and (size == 8 or text[8] == "."):
+        try:
+            t = _time_fromisoformat(text)
+        except ValueError:  # 24:00:00
+            return _parse_time_exact(text)
+        if t.tzinfo is None:
+            return ((t.hour * 60 + t.minute) * 60 + t.second) * US_PER_SECOND + t.microsecond
+    return _parse_time_exact(text)
+
+
+def _parse_time_exact(text: str) -> int:
+    if text[2] != ":" or text[5] != ":" or (len(text) > 8 and text[8] != "."):
+        raise ValueError(f"bad time {text!r}")
+    frac = text[9:]
+    if len(frac) > 6 or (len(text) > 8 and not frac):
+        raise ValueError(f"bad time fraction {text!r}")
+    seconds = int(text[:2]) * 3600 + int(text[3:5]) * 60 + int(text[6:8])
+    return seconds * US_PER_SECOND + (int(frac.ljust(6, "0")) if frac else 0)
+
+
+def _days(date: str, bc: bool) -> int:
+    if not bc:
+        days = _AD_DAYS.get(date)
+        if days is not None:
+            return days
+    year, month, day = date.rsplit("-", 2)
+    y = int(year)
+    days = days_from_civil(1 - y if bc else y, int(month), int(day))
+    if not bc:
+        if len(_AD_DAYS) >= _CACHE_SIZE:
+            _AD_DAYS.clear()
+        _AD_DAYS[date] = days
+    return days
+
+
+def parse_date(text: str) -> int:
+    """Unix days; infinity maps to the int32 sentinels."""
+    if text == "infinity":
+        return INT32_MAX
+    if text == "-infinity":
+        return INT32_MIN
+    bc = text.endswith(" BC")
+    return _days(text[:-3] if bc else text, bc)
+
+
+def _split_timestamp(text: str) -> tuple[int, str] | int:
+    if text == "infinity":
+        return INT64_MAX
+    if text == "-infinity":
+        return INT64_MIN
+    bc = text.endswith(" BC")
+    date, sep, time = (text[:-3] if bc else text).partition(" ")
+    if not sep:
+        raise ValueError(f"bad timestamp {text!r}")
+    return _days(date, bc), time
+
+
+def _local_us(moment: datetime.datetime) -> int:
+    days = moment.toordinal() - _UNIX_ORDINAL
+    clock = (moment.hour * 60 + moment.minute) * 60 + moment.second
+    return days * US_PER_DAY + clock * US_PER_SECOND + moment.microsecond
+
+
+def parse_timestamp(text: str) -> int:
+    """Unix microseconds of a timestamp without time zone, read as UTC.
+
+    Four-digit AD years take the C-speed datetime.fromisoformat path; BC, years
+    past 9999 and infinity take the general parser.
+    """
+    if 19 <= len(text) <= 26 and text[10] == " " and text[4] == "-":
+        try:
+            moment = _datetime_fromisoformat(text)
+        except ValueError:
+            return _parse_timestamp_general(text)
+        if moment.tzinfo is None:
+            return _local_us(moment)
+    return _parse_timestamp_general(text)
+
+
+def _parse_timestamp_general(text: str) -> int:
+    parts = _split_timestamp(text)
+    if isinstance(parts, int):
+        return parts
+    days, time = parts
+    return clamp_us(days * US_PER_DAY + parse_time(time))
+
+
+def timestamptz_us(text: str) -> int:
+    """Unbounded Unix microseconds of a timestamptz (sentinels for infinity)."""
+    parts = _split_timestamp(text)
+    if isinstance(parts, int):
+        return parts
+    days, time = parts
+    cut = max(time.rfind("+"), time.rfind("-"))
+    if cut < 8:
+        raise ValueError(f"timestamptz without offset {text!r}")
+    return days * US_PER_DAY + parse_time(time[:cut]) - _offset_seconds(time[cut:]) * US_PER_SECOND
+
+
+def parse_timestamptz(text: str) -> int:
+    if 22 <= len(text) <= 35 and text[10] == " " and text[4] == "-":
+        try:
+            moment = _datetime_fromisoformat(text)
+        except ValueError:
+            return clamp_us(timestamptz_us(text))
+        offset = moment.utcoffset()
+        if offset is not None:
+            shift = (offset.days * 86_400 + offset.seconds) * US_PER_SECOND + offset.microseconds
+            return _local_us(moment) - shift
+    return clamp_us(timestamptz_us(text))
+
+
+def _offset_seconds(text: str) -> int:
+    seconds = _OFFSETS.get(text)
+    if seconds is None:
+        fields = text[1:].split(":")
+        if text[0] not in "+-" or len(fields) > 3 or not all(len(f) == 2 for f in fields):
+            raise ValueError(f"bad UTC offset {text!r}")
+        seconds = sum(int(f) * m for f, m in zip(fields, (3600, 60, 1), strict=False))
+        seconds = -seconds if text[0] == "-" else seconds
+        if len(_OFFSETS) >= _CACHE_SIZE:
+            _OFFSETS.clear()
+        _OFFSETS[text] = seconds
+    return seconds
+
+
+def parse_interval(text: str) -> dict[str, int]:
+    """IntervalStyle=postgres output ("1 year 2 mons -3 days +04:05:06.5") -> record."""
+    if text == "infinity":
+        return dict(INTERVAL_INFINITY)
+    if text == "-infinity":
+        return dict(INTERVAL_MINUS_INFINITY)
+    months = days = micros = 0
+    tokens = text.split(" ")
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if ":" in token:
+            negative = token[0] == "-"
+            hours, minutes, seconds = token.lstrip("+-").split(":")
+            whole, _, frac = seconds.partition(".")
+            if len(frac) > 6:
+                raise ValueError(f"bad interval fraction {text!r}")
+            micros = (int(hours) * 3600 + int(minutes) * 60 + int(whole)) * US_PER_SECOND + int(
+                frac.ljust(6, "0")
+            )
+            micros = -micros if negative else micros
+            i += 1
+            continue
+        count, unit = int(token), tokens[i + 1]
+        if unit in ("year", "years"):
+            months += count * 12
+        elif unit in ("mon", "mons"):
+            months += count
+        elif unit in ("day", "days"):
+            days += count
+        else:
+            raise ValueError(f"unknown interval unit {unit!r}")
+        i += 2
+    return {"months": months, "days": days, "micros": micros}
+
+
+def parse_money(text: str) -> Decimal:
+    """Locale-formatted money ("-$1,234.56") -> Decimal with scale 2: the digits are the cents."""
+    cents = int(_NOT_DIGIT.sub("", text))
+    negative = "-" in text or "(" in text
+    return Decimal(f"{'-' if negative else ''}{cents}E-2")
+
+
+def parse_decimal(text: str) -> Decimal | None:
+    """Finite numerics keep PostgreSQL's display scale; NaN/Infinity become None."""
+    if text in _NUMERIC_SPECIAL:
+        return None
+    return Decimal(text)
+
+
+def parse_variable_decimal(text: str) -> dict[str, Any] | None:
+    if text in _NUMERIC_SPECIAL:
+        return None
+    whole, _, frac = text.partition(".")
+    unscaled = int(whole + frac)
+    return {"scale": len(frac), "value": unscaled_bytes(unscaled)}
+
+
+def unscaled_bytes(unscaled: int) -> bytes:
+    """Minimal big-endian two's complement, as Avro decimals and Debezium encode them."""
+    return unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)
+
+
+def parse_hstore(text: str) -> dict[str, str | None]:
+    result: dict[str, str | None] = {}
+    pos, end = 0, len(text)
+    while pos < end:
+        match = _HSTORE_PAIR.match(text, pos)
+        if match is None or (match.group(4) == "" and match.end() != end):
+            raise ValueError(f"bad hstore text at {pos}")
+        key, value = match.group(1), match.group(2)
+        result[_unbackslash(key)] = None if value is None else _unbackslash(value)
+        pos = match.end()
+    return result
+
+
+def _unbackslash(text: str) -> str:
+    return _BACKSLASH.sub(r"\1", text) if "\\" in text else text

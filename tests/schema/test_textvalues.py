@@ -1,0 +1,150 @@
+"""Text-format parsers: encoders that follow the server's output functions, plus edge cases."""
+
+from __future__ import annotations
+
+import struct
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge.schema import binvalues as bv
+from bridge.schema import textvalues as tv
+from bridge.schema.temporal import PG_EPOCH_US, format_offset, format_time, format_timestamp
+
+
+def hstore_text(pairs: dict[str, str | None]) -> str:
+    """hstore_out: "key"=>"value" joined by ", ", backslash before " and \\, NULL bare."""
+
+    def quote(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return ", ".join(f"{quote(k)}=>{'NULL' if v is None else quote(v)}" for k, v in pairs.items())
+
+
+def hstore_binary(pairs: dict[str, str | None]) -> bytes:
+    out = struct.pack(">i", len(pairs))
+    for key, value in pairs.items():
+        out += struct.pack(">i", len(key.encode())) + key.encode()
+        out += (
+            struct.pack(">i", -1)
+            if value is None
+            else struct.pack(">i", len(value.encode())) + value.encode()
+        )
+    return out
+
+
+@given(st.dictionaries(st.text(), st.none() | st.text()))
+def test_hstore_text_and_binary(pairs: dict[str, str | None]) -> None:
+    assert tv.parse_hstore(hstore_text(pairs)) == pairs
+    assert bv.parse_hstore(hstore_binary(pairs)) == pairs
+
+
+def bytea_escape(data: bytes) -> str:
+    """byteaout with bytea_output=escape: printable ASCII as is, \\\\ for backslash, else \\ooo."""
+    out = []
+    for b in data:
+        if b == 0x5C:
+            out.append("\\\\")
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append(f"\\{b:03o}")
+    return "".join(out)
+
+
+@given(st.binary())
+def test_bytea_escape_and_hex_forms(data: bytes) -> None:
+    assert tv.parse_bytea(bytea_escape(data)) == data
+    assert tv.parse_bytea("\\x" + data.hex()) == data
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$1,234.56", Decimal("1234.56")),
+        ("-$1,234.56", Decimal("-1234.56")),
+        ("($0.05)", Decimal("-0.05")),
+        ("1.234,56 €", Decimal("1234.56")),
+        ("$0.00", Decimal("0.00")),
+    ],
+)
+def test_money_reads_digits_as_cents(text: str, expected: Decimal) -> None:
+    got = tv.parse_money(text)
+    assert got == expected and got.as_tuple().exponent == -2
+
+
+def test_interval_infinity_and_units() -> None:
+    assert tv.parse_interval("infinity") == bv.parse_interval(
+        struct.pack(">qii", 2**63 - 1, 2**31 - 1, 2**31 - 1)
+    )
+    assert tv.parse_interval("-infinity") == bv.parse_interval(
+        struct.pack(">qii", -(2**63), -(2**31), -(2**31))
+    )
+    assert tv.parse_interval("1 mon -1 days +00:00:00.000001") == {
+        "months": 1,
+        "days": -1,
+        "micros": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        (tv.parse_interval, "1 fortnight"),
+        (tv.parse_interval, "1 year 2"),
+        (tv.parse_interval, "00:00:00.1234567"),
+        (tv.parse_time, "12:34"),
+        (tv.parse_time, "12-34-56"),
+        (tv.parse_time, "12:34:56.1234567"),
+        (tv.parse_date, "2020/01/01"),
+        (tv.parse_timestamp, "2020-01-01"),
+        (tv.parse_timestamptz, "2020-01-01 00:00:00"),
+        (tv.parse_timestamptz, "2020-01-01 00:00:00+1"),
+        (tv.parse_hstore, '"a"=>"b" "c"=>"d"'),
+        (tv.parse_hstore, '"a"=>b'),
+        (tv.parse_bool, "true"),
+        (tv.parse_money, "free"),
+    ],
+)
+def test_malformed_text_raises_value_error(parser: object, text: str) -> None:
+    assert callable(parser)
+    with pytest.raises((ValueError, IndexError, KeyError)):
+        parser(text)
+
+
+def test_float4_text_rounds_to_single_precision() -> None:
+    assert tv.parse_float4("1.1") == bv.parse_float4(struct.pack(">f", 1.1))
+    assert tv.parse_float4("Infinity") == float("inf")
+
+
+def test_decimal_special_values() -> None:
+    assert tv.parse_decimal("NaN") is None
+    assert tv.parse_decimal("-Infinity") is None
+    assert tv.parse_variable_decimal("Infinity") is None
+    assert tv.parse_variable_decimal("-1.50") == {
+        "scale": 2,
+        "value": (-150).to_bytes(2, "big", signed=True),
+    }
+
+
+@given(
+    st.integers(-(2**62), 2**62),
+    st.integers(-57599, 57599) | st.sampled_from([0, 3600, -19800, 1172]),
+)
+def test_fast_and_general_timestamp_paths_agree(pg_us: int, east: int) -> None:
+    """PostgreSQL-formatted timestamps (any year, BC, offsets with seconds) parse identically
+    whether or not they take the fromisoformat shortcut."""
+    local = format_timestamp(pg_us, utc=False)
+    assert tv.parse_timestamp(local) == tv._parse_timestamp_general(local) == pg_us + PG_EPOCH_US
+    date, bc, _ = local.partition(" BC")
+    zoned = date + format_offset(east) + (" BC" if bc else "")
+    expected = pg_us + PG_EPOCH_US - east * 1_000_000
+    assert tv.parse_timestamptz(zoned) == tv.timestamptz_us(zoned) == expected
+
+
+@given(st.integers(0, 86_400_000_000))
+def test_fast_and_exact_time_paths_agree(micros: int) -> None:
+    text = format_time(micros)
+    assert tv.parse_time(text) == tv._parse_time_exact(text) == micros
