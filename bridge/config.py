@@ -95,12 +95,16 @@ class KafkaConfig(_Section):
     sasl_password: SecretStr | None = None
     ssl_ca_location: Path | None = None
     request_timeout_s: float = Field(10.0, gt=0)
+    producer: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="extra librdkafka producer settings"
+    )
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by every client the bridge makes."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
+            "socket.timeout.ms": int(self.request_timeout_s * 1000),
         }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
@@ -149,6 +153,13 @@ class PipelineConfig(_Section):
     shutdown_timeout_s: float = Field(30.0, gt=0)
 
 
+class HttpConfig(_Section):
+    """Prometheus metrics and health endpoints (/metrics, /healthz, /readyz)."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(9187, ge=0, le=65535, description="0 disables the endpoint")
+
+
 class LogConfig(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -166,6 +177,7 @@ class Config(BaseSettings):
     registry: RegistryConfig = Field(default_factory=RegistryConfig)
     avro: AvroConfig = Field(default_factory=AvroConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     def secrets(self) -> list[str]:

@@ -1,0 +1,161 @@
+"""The LSN watermark: what may be reported to PostgreSQL as flushed (pure, no I/O).
+
+The rule: the flush position is the end LSN of the newest transaction such that it
+and every earlier one had all their records confirmed by Kafka delivery callbacks.
+Records are never acknowledged on receipt. Acknowledging a position tells
+PostgreSQL it may drop that WAL and never resend those transactions, so a position
+reported too early is silent data loss; one reported late only costs a resend.
+
+Per transaction the tracker keeps a counter, not a list of records: delivery
+callbacks arrive in any order across partitions and only the count matters.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+from bridge.errors import DeliveryError
+
+
+class KafkaCause(Protocol):
+    """What a delivery callback's error offers (confluent_kafka.KafkaError)."""
+
+    def str(self) -> str: ...
+
+
+class DeliveredRecord(Protocol):
+    """What a delivery callback's message offers (confluent_kafka.Message)."""
+
+    def topic(self) -> str | None: ...
+
+    def partition(self) -> int | None: ...
+
+    def __len__(self) -> int: ...
+
+
+def delivery_error(topic: str | None, partition: int | None, cause: str) -> DeliveryError:
+    """The error for a record Kafka did not take, naming where it was going and why."""
+    where = "unassigned" if partition is None or partition < 0 else str(partition)
+    return DeliveryError(
+        f"Kafka did not accept a record for topic {topic!r} partition {where}: {cause}",
+        hint="nothing from its transaction on was acknowledged to PostgreSQL, so it is "
+        "resent after a restart; fix the cause (topic, ACLs, broker health, record size "
+        "against max.message.bytes) and restart the bridge",
+    )
+
+
+class TxHandle:
+    """One transaction's delivery state; also the delivery callback of its records.
+
+    Being callable as `on_delivery(err, msg)` lets every record of a transaction
+    share one callback object: the produce hot path allocates nothing per record
+    to find its transaction again (confluent-kafka has no per-message opaque).
+    Record sizes are value bytes: `len(msg)` on the callback side.
+    """
+
+    __slots__ = ("_tracker", "closed", "end_lsn", "failed", "pending")
+
+    def __init__(self, tracker: AckTracker) -> None:
+        self._tracker = tracker
+        self.pending = 0  # records handed to the producer, not yet reported
+        self.closed = False  # commit seen: no more records will come
+        self.failed = False
+        self.end_lsn = 0
+
+    def add_record(self, nbytes: int) -> None:
+        """A record of this transaction was handed to the producer."""
+        self.pending += 1
+        tracker = self._tracker
+        tracker.in_flight_records += 1
+        tracker.in_flight_bytes += nbytes
+
+    def __call__(self, err: KafkaCause | None, msg: DeliveredRecord) -> None:
+        if err is None:
+            self._tracker.delivered(self, len(msg))
+        else:
+            error = delivery_error(msg.topic(), msg.partition(), err.str())
+            self._tracker.delivered(self, len(msg), error)
+
+    def __repr__(self) -> str:
+        state = "failed" if self.failed else "closed" if self.closed else "open"
+        return f"TxHandle({state}, pending={self.pending}, end_lsn={self.end_lsn})"
+
+
+class AckTracker:
+    """Transactions in commit order, their outstanding records, and the watermark.
+
+    `start_lsn` is the slot's confirmed position: the watermark never reports less.
+    """
+
+    def __init__(self, start_lsn: int = 0) -> None:
+        self._txs: deque[TxHandle] = deque()  # not yet acknowledgeable, commit order
+        self._done = start_lsn  # everything at or below is delivered (holds not applied)
+        self._reported = start_lsn
+        self.in_flight_records = 0
+        self.in_flight_bytes = 0
+        self.error: DeliveryError | None = None  # the first failure; the tracker is frozen
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def open_transactions(self) -> int:
+        """Transactions opened and not yet passed by the watermark (for metrics)."""
+        return len(self._txs)
+
+    def open_tx(self) -> TxHandle:
+        """Start a transaction (at TxBegin); call in commit order."""
+        handle = TxHandle(self)
+        self._txs.append(handle)
+        return handle
+
+    def close_tx(self, handle: TxHandle, end_lsn: int) -> None:
+        """The transaction's commit was seen: it is complete once its records are."""
+        handle.end_lsn = end_lsn
+        handle.closed = True
+
+    def delivered(self, handle: TxHandle, nbytes: int, error: DeliveryError | None = None) -> None:
+        """Kafka reported on one record of `handle`: success, or failure with `error`."""
+        handle.pending -= 1
+        self.in_flight_records -= 1
+        self.in_flight_bytes -= nbytes
+        if error is not None:
+            self.fail(handle, error)
+
+    def fail(self, handle: TxHandle, error: DeliveryError) -> None:
+        """`handle` lost a record: the watermark stays below it for good."""
+        handle.failed = True
+        if self.error is None:
+            self.error = error
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def flush_lsn(self, *, idle_position: int | None = None, hold_lsn: int | None = None) -> int:
+        """The position to report as flushed; never lower than the previous result.
+
+        `idle_position` is a position up to which every transaction has been opened
+        here (the assembler's `idle_wal_end()` or the server keepalive position while
+        the assembler is idle); it is followed only when nothing is open or in flight,
+        so an idle slot does not hold WAL back. The result stays strictly below
+        `hold_lsn` (an undecided prepared transaction) unless an earlier result
+        already passed it.
+        """
+        txs = self._txs
+        done = self._done
+        while txs:
+            head = txs[0]
+            if not head.closed or head.pending or head.failed:
+                break
+            done = max(done, head.end_lsn)
+            txs.popleft()
+        if not txs and idle_position is not None:
+            done = max(done, idle_position)
+        self._done = done
+        if hold_lsn is not None:
+            done = min(done, hold_lsn - 1)
+        self._reported = max(self._reported, done)
+        return self._reported

@@ -1,0 +1,237 @@
+"""Hand records to Kafka; every delivery report goes to the LSN watermark (`bridge.acks`).
+
+A thin layer over `confluent_kafka.Producer` that owns three things: the producer
+settings the delivery guarantees depend on, the wiring of delivery reports to the
+transaction a record belongs to, and backpressure that keeps PostgreSQL answered
+while Kafka is slow.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from confluent_kafka import KafkaException
+from confluent_kafka import Producer as _Client
+
+from bridge.acks import AckTracker, TxHandle, delivery_error
+from bridge.errors import ConfigError
+
+ConfigValue = str | int | float | bool
+
+PRODUCER_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
+    # Retries can neither duplicate nor reorder records within a partition.
+    "enable.idempotence": True,
+    # A record counts as delivered (and its LSN may be acknowledged) only once every
+    # in-sync replica has it.
+    "acks": "all",
+    # The most idempotence allows while still keeping order across retries.
+    "max.in.flight.requests.per.connection": 5,
+    # Short: a commit is acknowledged only after its records are delivered, so
+    # lingering delays the flush position; 5 ms already fills batches under load.
+    "linger.ms": 5,
+    "batch.num.messages": 10_000,
+    "batch.size": 1_000_000,  # bytes per partition batch; keep below the broker's limit
+    # Cheapest codec in CPU; zstd compresses Avro better and is one override away.
+    "compression.type": "lz4",
+    # Give up on a record after 5 minutes of retries (alias delivery.timeout.ms): the
+    # failure stops the bridge with nothing acknowledged past it, instead of hanging.
+    "message.timeout.ms": 300_000,
+    # Same key -> same partition as Java producers (Kafka Connect, Spark), so readers
+    # mixing sources see one order per key. librdkafka's own default hashes with CRC32.
+    "partitioner": "murmur2_random",
+    # librdkafka's queue is a fallback; the in-flight bounds below normally bind first.
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+}
+
+# Overrides that would void a guarantee or cut delivery reports off the watermark.
+UNSAFE_OVERRIDES: Final[Mapping[str, str]] = {
+    "enable.idempotence": "retries must not duplicate or reorder records",
+    "acks": "a record counts as delivered only once all in-sync replicas have it",
+    "request.required.acks": "a record counts as delivered only once all in-sync replicas have it",
+    "delivery.report.only.error": "successful delivery reports advance the acknowledged LSN",
+    "transactional.id": "transactions are managed by the bridge",
+    "on_delivery": "delivery reports are wired to the acknowledged LSN",
+    "dr_cb": "delivery reports are wired to the acknowledged LSN",
+    "dr_msg_cb": "delivery reports are wired to the acknowledged LSN",
+}
+
+# librdkafka names a property by whichever of its spellings it likes, not the operator's.
+_ALIASES: Final[tuple[frozenset[str], ...]] = tuple(
+    frozenset(pair)
+    for pair in (
+        ("linger.ms", "queue.buffering.max.ms"),
+        ("delivery.timeout.ms", "message.timeout.ms"),
+        ("retries", "message.send.max.retries"),
+        ("compression.type", "compression.codec"),
+        ("max.in.flight", "max.in.flight.requests.per.connection"),
+        ("bootstrap.servers", "metadata.broker.list"),
+        ("sasl.mechanism", "sasl.mechanisms"),
+    )
+)
+_QUOTED = re.compile(r"[\"`]([A-Za-z0-9._]+)[\"`]")
+
+
+def producer_config(
+    client_config: Mapping[str, Any], overrides: Mapping[str, ConfigValue]
+) -> dict[str, Any]:
+    """Defaults, then the shared client settings, then the operator's overrides."""
+    for key in overrides:
+        if key in UNSAFE_OVERRIDES:
+            raise ConfigError(
+                f"kafka.producer: {key!r} cannot be overridden ({UNSAFE_OVERRIDES[key]})",
+                hint=f"remove {key!r} from kafka.producer",
+            )
+        if key in client_config:
+            raise ConfigError(
+                f"kafka.producer: {key!r} is already set by the kafka section",
+                hint=f"remove {key!r} from kafka.producer and set it in the kafka section",
+            )
+    return {**PRODUCER_DEFAULTS, **client_config, **overrides}
+
+
+def _config_error(reason: str, overrides: Mapping[str, ConfigValue]) -> ConfigError:
+    """Name the operator's key librdkafka complained about (it may use an alias)."""
+    named = set(_QUOTED.findall(reason))
+    for group in _ALIASES:
+        if named & group:
+            named |= group
+    culprit = next((key for key in overrides if key in named), None)
+    where = f"kafka.producer.{culprit}" if culprit else "kafka.producer"
+    return ConfigError(
+        f"{where}: the Kafka client refused the producer settings: {reason}",
+        hint="check the property name and value against librdkafka's CONFIGURATION.md",
+    )
+
+
+def _no_op() -> None:
+    return None
+
+
+class Producer:
+    """Produce records of tracked transactions with bounded records and bytes in flight.
+
+    `while_blocked` runs on every turn spent waiting for Kafka (the pipeline passes
+    `ReplicationStream.service`, so keepalives are answered and status updates sent
+    while the producer is full). Record bytes are value bytes, as in `bridge.acks`.
+    """
+
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        tracker: AckTracker,
+        *,
+        overrides: Mapping[str, ConfigValue] | None = None,
+        max_in_flight_records: int = 100_000,
+        max_in_flight_bytes: int = 256 << 20,
+        while_blocked: Callable[[], None] = _no_op,
+        poll_every: int = 1_000,
+        blocked_poll_s: float = 0.1,
+    ) -> None:
+        if max_in_flight_records < 1 or max_in_flight_bytes < 1 or poll_every < 1:
+            raise ConfigError(
+                "producer bounds must be positive",
+                hint="set max in-flight records/bytes and poll interval to at least 1",
+            )
+        overrides = overrides or {}
+        conf = producer_config(client_config, overrides)
+        try:
+            self._client = _Client(conf)
+        except KafkaException as exc:
+            raise _config_error(exc.args[0].str(), overrides) from None
+        except (TypeError, ValueError) as exc:
+            raise _config_error(str(exc), overrides) from None
+        self._tracker = tracker
+        self._max_records = max_in_flight_records
+        self._max_bytes = max_in_flight_bytes
+        self._while_blocked = while_blocked
+        self._poll_every = poll_every
+        self._blocked_poll_s = blocked_poll_s
+        self._produce = self._client.produce  # bound once: called per record
+        self._poll = self._client.poll
+        self._unpolled = 0
+        self._closed = False
+        self.blocked_turns = 0  # waits for Kafka to make room (a metric)
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, handle: TxHandle) -> None:
+        """Queue one record of `handle`'s transaction; blocks (serviced) while full.
+
+        Raises the tracker's `DeliveryError` once a poll made here learns of a failure, and
+        a `DeliveryError` if the client refuses this record outright.
+        """
+        size = 0 if value is None else len(value)
+        tracker = self._tracker
+        if (
+            tracker.in_flight_records >= self._max_records
+            or tracker.in_flight_bytes + size > self._max_bytes
+        ):
+            self._wait_for_room(size)
+        while True:
+            try:
+                self._produce(topic, value, key, on_delivery=handle)
+                break
+            except BufferError:  # librdkafka's own queue is full
+                self._blocked_turn()
+            except KafkaException as exc:
+                error = delivery_error(topic, None, exc.args[0].str())
+                tracker.fail(handle, error)
+                raise error from None
+        handle.add_record(size)
+        self._unpolled += 1
+        if self._unpolled >= self._poll_every:
+            self._unpolled = 0
+            self._poll(0)
+            tracker.raise_if_failed()
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serve delivery reports (the pipeline calls this when the source is idle)."""
+        self._unpolled = 0
+        self._poll(timeout)
+        self._tracker.raise_if_failed()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for every report; False if some are still missing.
+
+        Raises the tracker's `DeliveryError` if any record failed.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self._client.flush(
+                min(self._blocked_poll_s, max(0.0, deadline - time.monotonic()))
+            )
+            self._tracker.raise_if_failed()
+            if left == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._while_blocked()
+
+    def close(self) -> None:
+        """Release the client, dropping records still undelivered.
+
+        Their transactions stay unacknowledged (the tracker records them as failed),
+        so PostgreSQL resends them: call `flush` first for a clean stop.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._client.purge()
+        self._client.close()
+
+    def _wait_for_room(self, size: int) -> None:
+        tracker = self._tracker
+        # A lone record larger than the byte bound may go once nothing else is in flight.
+        while tracker.in_flight_records and (
+            tracker.in_flight_records >= self._max_records
+            or tracker.in_flight_bytes + size > self._max_bytes
+        ):
+            self._blocked_turn()
+
+    def _blocked_turn(self) -> None:
+        self.blocked_turns += 1
+        self._while_blocked()
+        self._poll(self._blocked_poll_s)
+        self._tracker.raise_if_failed()

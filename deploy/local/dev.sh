@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian machine to tests or the demo:
+#   ./deploy/local/dev.sh test [pytest args...]   run the test suite (real local stack)
+#   ./deploy/local/dev.sh demo [bridge demo args...]
+# Both first make sure the prerequisites exist: Debian packages (PostgreSQL 15 + pglogical,
+# Maven, a JDK) and a virtualenv at .venv with the project installed in editable mode. The
+# Kafka and schema-registry jars are built by deploy/local/stack.py on first use and cached
+# under ~/.cache/pg-kafka-bridge/.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+APT_PACKAGES=(postgresql-15 postgresql-15-pglogical maven)
+VENV="$ROOT/.venv"
+STAMP="$VENV/.pgkb-installed-pyproject.sha256"
+
+log() { printf 'dev.sh: %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    if ! as_root apt-get install -y --no-install-recommends "$@"; then
+        as_root apt-get update
+        as_root apt-get install -y --no-install-recommends "$@"
+    fi
+}
+
+have_jdk() {
+    local java
+    for java in /usr/lib/jvm/*/bin/java; do
+        [ -x "$java" ] && return 0
+    done
+    return 1
+}
+
+ensure_system_packages() {
+    local missing=() pkg
+    for pkg in "${APT_PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$pkg")
+        fi
+    done
+    have_jdk || missing+=(default-jdk-headless)
+    if [ "${#missing[@]}" -gt 0 ]; then
+        log "installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+}
+
+ensure_venv() {
+    local python="${PYTHON:-python3}" want
+    if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+        log "$python is older than 3.11; set PYTHON to a 3.11+ interpreter"
+        exit 1
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        "$python" -m venv "$VENV"
+    fi
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+        log "installing the project into $VENV"
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip
+        "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+        printf '%s\n' "$want" >"$STAMP"
+    fi
+}
+
+usage() {
+    echo "usage: $0 {test|demo} [args...]" >&2
+    exit 2
+}
+
+[ "$#" -ge 1 ] || usage
+command="$1"
+shift
+case "$command" in
+    test)
+        ensure_system_packages
+        ensure_venv
+        exec "$VENV/bin/python" -m pytest "$@"
+        ;;
+    demo)
+        ensure_system_packages
+        ensure_venv
+        exec "$VENV/bin/bridge" demo "$@"
+        ;;
+    *)
+        usage
+        ;;
+esac

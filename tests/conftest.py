@@ -1,0 +1,129 @@
+"""Shared fixtures: one real local stack per session, and per-test isolation on top of it.
+
+Session scope (started lazily, only if a selected test needs it; stopped at session end):
+    stack            deploy/local/stack.py `Stack`: pg_host/pg_port/pg_user/pg_password,
+                     dsn(dbname, **params), kafka_bootstrap, registry_url, workdir,
+                     stop_/start_/restart_ components, create_database/drop_database.
+    kafka_bootstrap  "127.0.0.1:<port>" for confluent-kafka `bootstrap.servers`.
+    registry_url     Confluent-compatible registry base URL for SchemaRegistryClient.
+
+Function scope (unique per test, so tests run in any order and never see each other's data):
+    pg_db            name of a fresh, empty database; dropped after the test, its replication
+                     slots (and their walsenders) first.
+    pg_dsn           libpq DSN for pg_db as the superuser (password auth over TCP).
+    pg_conn          autocommit psycopg connection to pg_db, closed after the test.
+    slot_name        unique replication slot name (not created).
+    publication_name unique publication name (not created).
+    topic_prefix     unique Kafka topic prefix; topics are auto-created on first produce.
+
+A component a test stopped (fault tests) is started again after the test, so later tests get a
+whole stack. Any test that uses the stack (directly or through these fixtures) is marked `live`, so
+`pytest -m "not live"` runs the pure unit tests alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+
+STACK_PATH = Path(__file__).resolve().parent.parent / "deploy" / "local" / "stack.py"
+STACK_FIXTURES = {"stack", "kafka_bootstrap", "registry_url", "pg_db", "pg_dsn", "pg_conn"}
+
+
+def _load_stack_module() -> ModuleType:
+    name = "pgkb_local_stack"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, STACK_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if STACK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.live)
+
+
+_STARTED: list[Any] = []
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[Any]:
+    local_stack = _load_stack_module().Stack()
+    local_stack.start()
+    _STARTED.append(local_stack)
+    try:
+        yield local_stack
+    finally:
+        _STARTED.remove(local_stack)
+        local_stack.stop()
+
+
+@pytest.fixture(autouse=True)
+def _restore_stack() -> Iterator[None]:
+    yield
+    for local_stack in _STARTED:
+        local_stack.ensure_running()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack: Any) -> str:
+    return str(stack.kafka_bootstrap)
+
+
+@pytest.fixture(scope="session")
+def registry_url(stack: Any) -> str:
+    return str(stack.registry_url)
+
+
+@pytest.fixture
+def pg_db(stack: Any) -> Iterator[str]:
+    name = _unique("test")
+    stack.create_database(name)
+    try:
+        yield name
+    finally:
+        stack.ensure_running()
+        stack.drop_database(name)
+
+
+@pytest.fixture
+def pg_dsn(stack: Any, pg_db: str) -> str:
+    return str(stack.dsn(pg_db))
+
+
+@pytest.fixture
+def pg_conn(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def slot_name() -> str:
+    return _unique("slot")
+
+
+@pytest.fixture
+def publication_name() -> str:
+    return _unique("pub")
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    return _unique("t")
