@@ -8,11 +8,21 @@ fall back to a default.
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from bridge.errors import ConfigError
@@ -40,7 +50,7 @@ class SourceConfig(_Section):
     slot_name: str = Field("bridge", pattern=r"^[a-z0-9_]{1,63}$")
     create_slot: bool = True
     publication_name: str = "bridge"
-    publication_mode: Literal["all_tables", "disabled"] = "all_tables"
+    publication_mode: Literal["all_tables", "filtered", "disabled"] = "all_tables"
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )
@@ -98,6 +108,11 @@ class KafkaConfig(_Section):
     producer: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="extra librdkafka producer settings"
     )
+    exactly_once: bool = False
+    transactional_id: str | None = Field(None, description="default: bridge-<slot_name>")
+    offsets_topic: str | None = Field(None, description="default: <topic_prefix>.bridge_offsets")
+    transaction_max_records: int = Field(10_000, ge=1)
+    transaction_interval_ms: int = Field(100, ge=1)
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by every client the bridge makes."""
@@ -105,6 +120,8 @@ class KafkaConfig(_Section):
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "socket.timeout.ms": int(self.request_timeout_s * 1000),
+            # librdkafka's own log lines go through Python logging (and its secret mask).
+            "logger": logging.getLogger("bridge.kafka"),
         }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
@@ -151,6 +168,26 @@ class PipelineConfig(_Section):
     max_in_flight_mb: int = Field(256, ge=1)
     tombstones: bool = True
     shutdown_timeout_s: float = Field(30.0, gt=0)
+    heartbeat_interval_s: float = Field(0.0, ge=0, description="0 disables heartbeats")
+    transaction_metadata: bool = False
+
+
+class FiltersConfig(_Section):
+    """Which tables are captured: regular expressions over `schema.table` (full match)."""
+
+    include_tables: tuple[str, ...] = ()
+    exclude_tables: tuple[str, ...] = ()
+    skipped_operations: tuple[Literal["c", "u", "d", "t"], ...] = ()
+
+    @field_validator("include_tables", "exclude_tables")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return patterns
 
 
 class HttpConfig(_Section):
@@ -178,6 +215,7 @@ class Config(BaseSettings):
     avro: AvroConfig = Field(default_factory=AvroConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     def secrets(self) -> list[str]:

@@ -5,14 +5,16 @@ Loop priorities, highest first:
 2. keepalives and status updates (inside `ReplicationStream.read`, and through
    `service()` while the producer applies backpressure);
 3. the next replication message, decoded and turned into records;
-4. delivery callbacks (`poll(0)`) and the flush LSN, recomputed after each commit
-   and whenever the stream is quiet.
+4. delivery callbacks (`poll`), Kafka transaction commits (exactly-once mode),
+   heartbeats, and the flush LSN, recomputed after each commit and whenever the
+   stream is quiet.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import time
 from types import FrameType
 from typing import Any
 
@@ -21,18 +23,26 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
-from bridge.decode.messages import Relation
+from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.errors import BridgeError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.lsn import LSN
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer
+from bridge.routing import Routing
 from bridge.schema.catalog import PgCatalog
 from bridge.schema.encoders import EncoderCache, load_table_details
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.registry import Registry
 from bridge.serialize import TxSource
+from bridge.sidetopics import (
+    HEARTBEAT_PREFIX,
+    Heartbeat,
+    MessageTopic,
+    TransactionTopic,
+    tx_id,
+)
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
@@ -46,7 +56,8 @@ class Pipeline:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self._stopping = False
-        src = cfg.source
+        src, kafka = cfg.source, cfg.kafka
+        self.routing = Routing(kafka.topic_prefix, cfg.filters)
         self._catalog_conn = libpq.connect(src.conninfo(), replication=False)
         rc = libpq.ReplicationConnection(libpq.connect(src.conninfo(), replication=True))
         self._rc = rc
@@ -62,12 +73,15 @@ class Pipeline:
             spill_dir=cfg.pipeline.spill_dir / src.slot_name,
             memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
         )
+        registry = Registry(
+            SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
+        )
         self.encoders = EncoderCache(
-            Registry(SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy),
+            registry,
             PgCatalog(self._catalog_conn),
             lambda oid: load_table_details(self._catalog_conn, oid),
-            self.topic_for,
-            server_name=cfg.kafka.topic_prefix,
+            self.routing.topic,
+            server_name=kafka.topic_prefix,
             options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
             toast_mode=cfg.avro.toast_mode,
             tombstones=cfg.pipeline.tombstones,
@@ -75,19 +89,54 @@ class Pipeline:
         )
         self.stream = ReplicationStream(rc, StatusTracker(src.status_interval_s, self.start_lsn))
         self.tracker = AckTracker(self.start_lsn)
+        client_config = kafka.client_config()
+        if kafka.exactly_once:
+            client_config["transactional.id"] = kafka.transactional_id or f"bridge-{src.slot_name}"
+            # A PostgreSQL transaction is never split across Kafka transactions, so a
+            # large one must fit: the broker's default transaction.max.timeout.ms.
+            client_config["transaction.timeout.ms"] = 900_000
         self.producer = Producer(
-            cfg.kafka.client_config(),
+            client_config,
             self.tracker,
-            overrides=cfg.kafka.producer,
+            overrides=kafka.producer,
             max_in_flight_records=cfg.pipeline.max_in_flight_records,
             max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
             while_blocked=self.stream.service,
         )
+        self.eos: KafkaTransactions | None = None
+        if kafka.exactly_once:
+            self.eos = self._start_transactions(client_config)
+        self.txmeta = TransactionTopic(registry, kafka.topic_prefix)
+        self.messages = MessageTopic(registry, kafka.topic_prefix)
+        self.heartbeat = Heartbeat(
+            registry, kafka.topic_prefix, cfg.pipeline.heartbeat_interval_s, self._emit_heartbeat
+        )
         self._tx: TxHandle | None = None
         self._tx_source: TxSource | None = None
+        self._tx_ident = ""
+        self._skipping = False
+        self._tx_records = 0
 
-    def topic_for(self, relation: Relation) -> str:
-        return f"{self.cfg.kafka.topic_prefix}.{relation.namespace}.{relation.name}"
+    def _start_transactions(self, client_config: dict[str, Any]) -> KafkaTransactions:
+        kafka = self.cfg.kafka
+        topic = kafka.offsets_topic or f"{kafka.topic_prefix}.bridge_offsets"
+        timeout = kafka.request_timeout_s * 3
+        ensure_offsets_topic(self.cfg.kafka.client_config(), topic, timeout)
+        self.producer.init_transactions(timeout)  # fences an older instance first
+        committed = read_committed_lsn(
+            self.cfg.kafka.client_config(), topic, self.cfg.source.slot_name.encode(), timeout
+        )
+        eos = KafkaTransactions(
+            self.producer,
+            topic,
+            self.cfg.source.slot_name,
+            max_records=kafka.transaction_max_records,
+            max_interval_s=kafka.transaction_interval_ms / 1000,
+            commit_timeout_s=self.cfg.pipeline.shutdown_timeout_s,
+        )
+        eos.start(committed)
+        log.info("exactly-once: last LSN committed in Kafka is %s", committed)
+        return eos
 
     def run(self) -> None:
         """Stream until stopped; on the way out flush, confirm and close cleanly."""
@@ -98,7 +147,6 @@ class Pipeline:
             self.plugin.options,
             busy_timeout_s=self.cfg.source.slot_busy_timeout_s,
         )
-        self.plugin.after_start(self.stream)
         log.info(
             "streaming slot %s from %s with %s",
             self.cfg.source.slot_name,
@@ -115,31 +163,29 @@ class Pipeline:
         self._stopping = True
 
     def _loop(self) -> None:
-        stream, assembler, producer, decode = (
-            self.stream,
-            self.assembler,
-            self.producer,
-            self.plugin.decode,
-        )
+        stream, assembler, decode = self.stream, self.assembler, self.plugin.decode
         while not self._stopping:
             data = stream.read(0.2)
             if data is None:
-                self._acknowledge()
+                self._idle()
                 continue
             raw = bytes(data.payload)
             for event in assembler.feed(decode(raw), raw, data.wal_end):
-                if type(event) is Change:
-                    self._change(event)
-                elif type(event) is TxBegin:
-                    self._begin(event)
-                elif type(event) is TxCommit:
-                    self._commit(event)
-                elif type(event) is LogicalMessageEvent:
-                    log.debug("non-transactional logical message %s", event.prefix)
-            producer.poll()
+                kind = type(event)
+                if kind is Change:
+                    self._change(event)  # type: ignore[arg-type]
+                elif kind is TxBegin:
+                    self._begin(event)  # type: ignore[arg-type]
+                elif kind is TxCommit:
+                    self._commit(event)  # type: ignore[arg-type]
+                elif kind is LogicalMessageEvent:
+                    self._message(event)  # type: ignore[arg-type]
 
     def _begin(self, event: TxBegin) -> None:
         self._tx = self.tracker.open_tx()
+        self._tx_records = 0
+        self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
+        self._tx_ident = tx_id(event.xid, event.commit_lsn)
         self._tx_source = TxSource(
             self.cfg.kafka.topic_prefix,
             self.cfg.source.dbname,
@@ -148,38 +194,104 @@ class Pipeline:
             event.commit_ts,
             __version__,
         )
+        if self.cfg.pipeline.transaction_metadata and not self._skipping:
+            self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
 
     def _change(self, change: Change) -> None:
-        if change.relation is None:
-            return  # logical decoding message: routed with the heartbeat work
-        assert self._tx is not None and self._tx_source is not None
-        topic, encoder = self.encoders.get(change.relation)
+        if self._skipping:
+            return
+        relation = change.relation
+        if relation is None:  # transactional logical decoding message
+            if change.message is not None and change.message.prefix != HEARTBEAT_PREFIX:
+                xid = self._tx_source.base["txId"] if self._tx_source else None
+                self._send(self.messages.topic, *self.messages.record(change.message, xid))
+            return
+        if change.op in self.routing.skipped_ops or not self.routing.captured(relation):
+            return
+        assert self._tx_source is not None
+        topic, encoder = self.encoders.get(relation)
         for key, value in encoder.records(change, self._tx_source):
-            self.producer.produce(topic, key, value, self._tx)
+            self._send(topic, key, value)
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        assert self._tx is not None
+        if self.eos is not None and self._tx_records == 0:
+            self.eos.before_records()
+        self._tx_records += 1
+        self.producer.produce(topic, key, value, self._tx)
 
     def _commit(self, event: TxCommit) -> None:
         assert self._tx is not None
+        if self.cfg.pipeline.transaction_metadata and not self._skipping:
+            counts = event.event_count_by_table
+            self._send(self.txmeta.topic, *self.txmeta.end(self._tx_ident, event.commit_ts, counts))
         self.tracker.close_tx(self._tx, event.end_lsn)
         self._tx = None
+        if self.eos is not None:
+            self.eos.after_tx(event.end_lsn, self._tx_records)
         self._acknowledge()
+
+    def _message(self, event: LogicalMessageEvent) -> None:
+        """Non-transactional logical decoding message (heartbeats among them)."""
+        if event.prefix == HEARTBEAT_PREFIX:
+            self._send_untracked(self.heartbeat.topic, *self.heartbeat.record(event.lsn))
+        elif self.cfg.source.messages:
+            key, value = self.messages.encode(
+                {"prefix": event.prefix},
+                {
+                    "op": "m",
+                    "ts_ms": time.time_ns() // 1_000_000,
+                    "transactional": False,
+                    "lsn": event.lsn,
+                    "txId": None,
+                    "message": {"prefix": event.prefix, "content": event.content},
+                },
+            )
+            self._send_untracked(self.messages.topic, key, value)
+
+    def _send_untracked(self, topic: str, key: bytes, value: bytes) -> None:
+        """A record outside PostgreSQL transactions: at-least-once, or inside the open
+        Kafka transaction in exactly-once mode."""
+        if self.eos is not None:
+            self.eos.before_records()
+        self.producer.produce_untracked(topic, key, value)
+
+    def _idle(self) -> None:
+        if self.eos is not None and self._tx is None:
+            self.eos.commit()
+        now = time.monotonic()
+        if self.heartbeat.due(now):
+            self.heartbeat.beat(now)
+        self._acknowledge()
+
+    def _emit_heartbeat(self) -> None:
+        self._catalog_conn.execute(
+            "SELECT pg_logical_emit_message(false, %s, %s)",
+            (HEARTBEAT_PREFIX, str(time.time_ns() // 1_000_000)),
+        )
 
     def _acknowledge(self) -> None:
         self.producer.poll()
-        self.tracker.raise_if_failed()
         idle = self.assembler.idle_wal_end()
         if idle is not None:
             idle = max(idle, self.stream.server_wal_end)
+        holds = [h for h in (self.assembler.hold_lsn(), self._eos_hold()) if h is not None]
         self.stream.confirm(
-            self.tracker.flush_lsn(idle_position=idle, hold_lsn=self.assembler.hold_lsn())
+            self.tracker.flush_lsn(idle_position=idle, hold_lsn=min(holds) if holds else None)
         )
+
+    def _eos_hold(self) -> int | None:
+        return self.eos.hold_lsn() if self.eos is not None else None
 
     def _drain(self) -> None:
         """Graceful stop: deliver what is in flight, then report the final position."""
-        if not self.producer.flush(self.cfg.pipeline.shutdown_timeout_s):
-            log.warning(
-                "records still undelivered after %.0fs", self.cfg.pipeline.shutdown_timeout_s
-            )
+        timeout = self.cfg.pipeline.shutdown_timeout_s
+        if self.eos is not None and self._tx is None:
+            self.eos.commit()
+        if not self.producer.flush(timeout):
+            log.warning("records still undelivered after %.0fs", timeout)
         self._acknowledge()
+        self.stream.send_status()
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))
 
     def _close(self) -> None:

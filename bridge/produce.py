@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka import Producer as _Client
 
 from bridge.acks import AckTracker, TxHandle, delivery_error
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, DeliveryError
 
 ConfigValue = str | int | float | bool
 
@@ -185,6 +185,45 @@ class Producer:
             self._unpolled = 0
             self._poll(0)
             tracker.raise_if_failed()
+
+    # Kafka transactions (exactly-once mode; bridge.eos decides when they start and end).
+
+    def init_transactions(self, timeout: float) -> None:
+        """Register the transactional id, fencing any older instance that uses it."""
+        self._transactional(self._client.init_transactions, timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactional(self._client.begin_transaction)
+
+    def commit_transaction(self, timeout: float) -> None:
+        """Flush and commit; while waiting, PostgreSQL keeps being answered."""
+        if not self.flush(timeout):
+            raise delivery_error(None, None, f"records undelivered after {timeout:.0f}s")
+        self._transactional(self._client.commit_transaction, timeout)
+
+    def produce_untracked(self, topic: str, key: bytes, value: bytes) -> None:
+        """A bookkeeping record (offsets, heartbeat) outside any PostgreSQL transaction."""
+        while True:
+            try:
+                self._produce(topic, value, key)
+                return
+            except BufferError:
+                self._blocked_turn()
+
+    def _transactional(self, call: Callable[..., None], *args: Any) -> None:
+        try:
+            call(*args)
+        except KafkaException as exc:
+            err = exc.args[0]
+            fenced = "fenced" in err.str().lower() or err.name() == "_FENCED"
+            raise DeliveryError(
+                f"Kafka transaction failed: {err.str()}",
+                hint="another bridge instance with the same kafka.transactional_id took over "
+                "(this one was fenced); stop one of them"
+                if fenced
+                else "nothing past the last committed Kafka transaction was acknowledged; "
+                "check the broker's transaction coordinator and restart",
+            ) from None
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve delivery reports (the pipeline calls this when the source is idle)."""

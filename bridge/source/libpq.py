@@ -19,6 +19,13 @@ from bridge.errors import SourceError
 
 SQLSTATE_OBJECT_IN_USE = "55006"
 
+# The text-format value parsers (bridge/schema/textvalues.py) read dates, intervals
+# and floats in exactly these formats, and the walsender formats values with its
+# own session settings, so they are pinned on every connection rather than trusted
+# from the server, database or role defaults. They come after the user's options:
+# for `-c`, the last setting wins.
+SESSION_OPTIONS = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3"
+
 
 class CommandError(SourceError):
     """A walsender or SQL command failed; `sqlstate` lets callers react to specific codes."""
@@ -29,10 +36,15 @@ class CommandError(SourceError):
 
 
 def connect(conninfo: dict[str, Any], *, replication: bool) -> psycopg.Connection[Any]:
-    """Open an autocommit connection; libpq's own message never contains the password."""
+    """Open an autocommit connection with `SESSION_OPTIONS` merged into the user's `options`.
+
+    libpq's own error message never contains the password.
+    """
     params = dict(conninfo)
     if replication:
         params["replication"] = "database"
+    user_options = str(params.get("options") or "").strip()
+    params["options"] = f"{user_options} {SESSION_OPTIONS}" if user_options else SESSION_OPTIONS
     try:
         return psycopg.connect(autocommit=True, **params)
     except psycopg.OperationalError as exc:

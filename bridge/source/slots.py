@@ -105,8 +105,17 @@ def drop_slot(rc: ReplicationConnection, name: str) -> None:
     rc.command(f"DROP_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} WAIT")
 
 
-def ensure_publication(conn: psycopg.Connection[Any], name: str, mode: str) -> None:
-    """Create the publication when missing (mode `all_tables`), or require it (`disabled`)."""
+def ensure_publication(
+    conn: psycopg.Connection[Any],
+    name: str,
+    mode: str,
+    tables: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Create the publication when missing, or require it (`disabled`).
+
+    `all_tables` creates it FOR ALL TABLES (superuser only); `filtered` FOR TABLE the
+    given (schema, table) pairs, those matching the table filters at start-up.
+    """
     row = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
     if row.fetchone() is not None:
         return
@@ -116,13 +125,24 @@ def ensure_publication(conn: psycopg.Connection[Any], name: str, mode: str) -> N
             hint=f"create it (CREATE PUBLICATION {name} FOR TABLE ...) or set "
             "source.publication_mode: all_tables",
         )
+    if mode == "filtered":
+        if not tables:
+            raise SourceError(
+                f"no table matches the filters, so publication {name!r} would be empty",
+                hint="check filters.include_tables / exclude_tables",
+            )
+        target: sql.Composable = sql.SQL("FOR TABLE {}").format(
+            sql.SQL(", ").join(sql.Identifier(s, t) for s, t in tables)
+        )
+    else:
+        target = sql.SQL("FOR ALL TABLES")
     try:
-        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR ALL TABLES").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target))
     except psycopg.errors.InsufficientPrivilege:
         raise SourceError(
-            f"not allowed to create publication {name!r} FOR ALL TABLES",
-            hint="a superuser must create it, or set source.publication_mode: disabled "
-            "and create the publication by hand",
+            f"not allowed to create publication {name!r} ({mode})",
+            hint="a superuser (all_tables) or the tables' owner (filtered) must create it, or "
+            "set source.publication_mode: disabled and create the publication by hand",
         ) from None
 
 

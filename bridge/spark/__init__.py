@@ -1,0 +1,1 @@
+"""The downstream Spark side: read the bridge's topics, apply them to Delta Lake tables."""

@@ -1,0 +1,167 @@
+"""The JVM half of the Spark side: Kafka source, spark-avro and Delta jars, plus a tuned session.
+
+Maven (deploy/local/spark/pom.xml) copies the three artifacts and their dependencies into a
+per-user cache, leaving out every artifact pyspark already ships: two versions of one library
+on a classpath fail at run time, not at start. A marker written after a complete copy makes
+every later start skip Maven; a file lock serialises concurrent first runs. Spark's own
+`spark.jars.packages` is not used because its Ivy resolver reads repositories from the
+artifacts' parent POMs, which this setup must not depend on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+
+import pyspark
+from pyspark.sql import SparkSession
+
+from bridge.errors import ConfigError
+
+# delta-spark 4.0.0 is built on Spark 4.0.0; these must match the installed Python packages.
+SPARK_VERSION = "4.0.0"
+DELTA_VERSION = "4.0.0"
+SCALA_BINARY_VERSION = "2.13"
+
+_REPO = Path(__file__).resolve().parents[2]
+POM = _REPO / "deploy" / "local" / "spark" / "pom.xml"
+MAVEN_SETTINGS = _REPO / "deploy" / "local" / "maven-settings.xml"
+COMPLETE_MARKER = ".complete"
+_ARTIFACT = re.compile(r"^(?P<name>.+?)-\d[^-]*(?:-.*)?\.jar$")
+_INSTALL_HINT = f"pip install 'pyspark=={SPARK_VERSION}' 'delta-spark=={DELTA_VERSION}'"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pg-kafka-bridge"
+
+
+def check_versions() -> None:
+    """Refuse mismatched Python and JVM halves before Spark starts and fails obscurely."""
+    for package, wanted in (("pyspark", SPARK_VERSION), ("delta-spark", DELTA_VERSION)):
+        try:
+            found = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found = "not installed"
+        if found != wanted:
+            raise ConfigError(
+                f"the Spark side needs {package} {wanted}, found {found}", hint=_INSTALL_HINT
+            )
+
+
+def pyspark_artifacts() -> set[str]:
+    """Artifact ids of the jars inside the installed pyspark (from `name-version.jar`)."""
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    names = set()
+    for jar in jars.glob("*.jar"):
+        match = _ARTIFACT.match(jar.name)
+        if match:
+            names.add(match.group("name"))
+    return names
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".spark-jars.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _maven(scratch: Path, output: Path) -> None:
+    if shutil.which("mvn") is None:
+        raise ConfigError(
+            "Maven (mvn) is needed once to fetch the Spark Kafka, Avro and Delta jars",
+            hint="apt-get install maven, then retry",
+        )
+    if not POM.is_file() or not MAVEN_SETTINGS.is_file():
+        raise ConfigError(
+            f"{POM} or {MAVEN_SETTINGS} is missing: the Spark jars are resolved from the "
+            "project's source tree",
+            hint="run from a checkout of the project",
+        )
+    shutil.copy(POM, scratch / "pom.xml")  # Maven writes next to the POM: keep the repo clean
+    argv = [
+        "mvn",
+        "-B",
+        "-ntp",
+        "-q",
+        "-s",
+        str(MAVEN_SETTINGS),
+        f"-Dspark.version={SPARK_VERSION}",
+        f"-Ddelta.version={DELTA_VERSION}",
+        f"-Dscala.binary.version={SCALA_BINARY_VERSION}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={output}",
+        f"-DexcludeArtifactIds={','.join(sorted(pyspark_artifacts()))}",
+    ]
+    result = subprocess.run(
+        argv, cwd=scratch, capture_output=True, text=True, timeout=1800, check=False
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        raise ConfigError(
+            f"Maven could not fetch the Spark jars:\n{tail}",
+            hint="check access to Maven Central; the command was: " + " ".join(argv),
+        )
+
+
+def spark_jars(root: Path | None = None) -> list[Path]:
+    """The extra jars for the pinned Spark + Delta pair, fetched on first use."""
+    check_versions()
+    root = root or cache_root()
+    target = root / f"spark-jars-{SPARK_VERSION}-delta-{DELTA_VERSION}"
+    if not (target / COMPLETE_MARKER).is_file():
+        with _locked(root):
+            if not (target / COMPLETE_MARKER).is_file():
+                shutil.rmtree(target, ignore_errors=True)
+                with tempfile.TemporaryDirectory(prefix="pgkb-spark-jars-", dir=root) as scratch:
+                    output = Path(scratch) / "jars"
+                    _maven(Path(scratch), output)
+                    output.rename(target)
+                (target / COMPLETE_MARKER).write_text("ok\n")
+    return sorted(target.glob("*.jar"))
+
+
+def spark_session(
+    app_name: str,
+    master: str = "local[2]",
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A session with the Kafka, Avro and Delta jars, sized for a small (2-core) machine."""
+    conf = {
+        "spark.jars": ",".join(str(p) for p in spark_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.memory": "2g",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.pyspark.python": sys.executable,
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.log.level": "WARN",
+    }
+    conf.update(extra_conf or {})
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session stays on loopback
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

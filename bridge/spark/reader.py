@@ -1,0 +1,349 @@
+"""The bridge's topics as a DataFrame of flat change rows.
+
+Records are Confluent-framed Avro (magic byte 0, 4-byte big-endian schema id, Avro body), so
+one topic holds several writer schemas after an ALTER TABLE. Each writer id is decoded with
+`from_avro(body, writer, {"avroSchema": reader})`, the reader being the latest version of the
+topic's value subject, so every version lands in one column layout.
+
+Batch reads pin the offset range first: the pass that finds the writer ids also records each
+partition's first and last offset, and the returned DataFrame reads exactly that range, so a
+record produced meanwhile can neither be half-seen nor carry an undecodable new id.
+
+Streaming reads cannot know future ids when the query is planned, so `read_changes(...,
+streaming=True)` returns a `ChangeStream`: the raw Kafka stream plus `decode`, applied to each
+micro-batch inside `foreachBatch` (where the batch is static and its ids can be collected).
+New writer ids, and the newer reader schema they imply, are fetched as they appear.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Literal, overload
+
+from pyspark.errors.exceptions.captured import CapturedException
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql.avro.functions import from_avro
+
+from bridge.errors import ConfigError, SchemaError
+from bridge.spark.registry import SchemaSource, row_fields
+
+Tombstones = Literal["drop", "keep"]
+Group = tuple[str, int | None, int | None]  # (topic, value schema id, tombstone key schema id)
+
+META_TYPES = {
+    "op": "string",
+    "_lsn": "bigint",
+    "_txid": "bigint",
+    "_commit_ts": "timestamp",
+    "_deleted": "boolean",
+    "_unchanged": "array<string>",
+    "_topic": "string",
+    "_partition": "int",
+    "_offset": "bigint",
+    "_tombstone": "boolean",
+}
+_KAFKA_POSITION = ("_topic", "_partition", "_offset")
+_NOT_FRAMED = "is not Confluent-framed Avro (magic byte 0)"
+_OFFSET_OPTIONS = {
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+}
+
+
+def _schema_id(data: Column) -> Column:
+    framed = sf.hex(sf.substring(data, 1, 1)) == sf.lit("00")
+    return (
+        sf.when(data.isNull(), sf.lit(None).cast("bigint"))
+        .when(
+            framed & (sf.length(data) >= 5),
+            sf.conv(sf.hex(sf.substring(data, 2, 4)), 16, 10).cast("bigint"),
+        )
+        .otherwise(
+            sf.raise_error(
+                sf.format_string(
+                    "topic %s partition %d offset %d " + _NOT_FRAMED,
+                    sf.col("topic"),
+                    sf.col("partition"),
+                    sf.col("offset"),
+                )
+            )
+        )
+    )
+
+
+def _body(data: Column) -> Column:
+    return data.substr(sf.lit(6), sf.length(data) - 5)
+
+
+def frame(raw: DataFrame) -> DataFrame:
+    """Kafka rows -> position columns, key/value bytes and the writer schema ids."""
+    value, key = sf.col("value"), sf.col("key")
+    return raw.select(
+        sf.col("topic").alias("_topic"),
+        sf.col("partition").alias("_partition"),
+        sf.col("offset").alias("_offset"),
+        key,
+        value,
+        _schema_id(value).alias("_vid"),
+        sf.when(value.isNull(), _schema_id(key)).alias("_kid"),
+    )
+
+
+def collect(df: DataFrame) -> list[Row]:
+    """`df.collect()`, with a record that is not the bridge's framing reported as such."""
+    try:
+        return df.collect()
+    except CapturedException as exc:
+        text = str(exc)
+        if _NOT_FRAMED not in text:
+            raise
+        found = re.search(r"topic \S+ partition \d+ offset \d+ " + re.escape(_NOT_FRAMED), text)
+        raise SchemaError(
+            found.group(0) if found else _NOT_FRAMED,
+            hint="read only topics the bridge writes, or skip the record with startingOffsets",
+        ) from None
+
+
+class ChangeDecoder:
+    """Turns static DataFrames of raw Kafka rows into flat change rows."""
+
+    def __init__(self, schemas: SchemaSource, tombstones: Tombstones = "drop") -> None:
+        self.schemas = schemas
+        self.tombstones = tombstones
+        self._known: set[tuple[str, int]] = set()
+
+    def groups(self, framed: DataFrame) -> set[Group]:
+        rows = collect(framed.select("_topic", "_vid", "_kid").distinct())
+        return {(r["_topic"], r["_vid"], r["_kid"]) for r in rows}
+
+    def decode(self, raw: DataFrame, groups: Iterable[Group] | None = None) -> DataFrame:
+        """Flat change rows of a static Kafka DataFrame (a batch read or a micro-batch)."""
+        framed = frame(raw)
+        found = self.groups(framed) if groups is None else set(groups)
+        values: dict[str, list[int]] = defaultdict(list)
+        keys: dict[str, list[int]] = defaultdict(list)
+        for topic, vid, kid in sorted(found, key=lambda g: (g[0], g[1] or -1, g[2] or -1)):
+            if vid is not None:
+                values[topic].append(vid)
+            elif kid is not None and self.tombstones == "keep":
+                keys[topic].append(kid)
+        parts = [
+            self._decoded(framed, topic, ids, f"{topic}-value") for topic, ids in values.items()
+        ]
+        parts += [self._decoded(framed, topic, ids, f"{topic}-key") for topic, ids in keys.items()]
+        flat = [p for part in parts for p in part]
+        if not flat:
+            return framed.where(sf.lit(False)).select(*self._meta_columns(tombstone=False))
+        out = flat[0]
+        for other in flat[1:]:
+            out = out.unionByName(other, allowMissingColumns=True)
+        return out
+
+    def _reader(self, subject: str, ids: list[int]) -> str | None:
+        """Latest schema of the subject, re-read when a writer id is new to this decoder."""
+        fresh = any((subject, i) not in self._known for i in ids)
+        reader = self.schemas.latest(subject, refresh=fresh)
+        self._known.update((subject, i) for i in ids)
+        return reader
+
+    def _decoded(
+        self, framed: DataFrame, topic: str, ids: list[int], subject: str
+    ) -> list[DataFrame]:
+        reader = self._reader(subject, ids)
+        if reader is None:  # no subject to read with: each writer schema is its own layout
+            return [self._select(framed, topic, [i], self.schemas.writer(i), subject) for i in ids]
+        return [self._select(framed, topic, ids, reader, subject)]
+
+    def _select(
+        self, framed: DataFrame, topic: str, ids: list[int], reader: str, subject: str
+    ) -> DataFrame:
+        is_key = subject.endswith("-key")
+        id_col, data = (
+            (sf.col("_kid"), sf.col("key")) if is_key else (sf.col("_vid"), sf.col("value"))
+        )
+        options = {"avroSchema": reader, "mode": "FAILFAST"}
+        decoded: Column | None = None
+        for schema_id in ids:
+            parsed = from_avro(_body(data), self.schemas.writer(schema_id), options)
+            cond = id_col == sf.lit(schema_id)
+            decoded = sf.when(cond, parsed) if decoded is None else decoded.when(cond, parsed)
+        assert decoded is not None
+        fields = row_fields(reader)
+        clash = sorted(set(fields) & set(META_TYPES))
+        if clash:
+            raise SchemaError(
+                f"topic {topic}: column(s) {', '.join(clash)} collide with the reader's "
+                "metadata columns",
+                hint="rename the column(s) in PostgreSQL or read the topic with from_avro",
+            )
+        rows = framed.where((sf.col("_topic") == topic) & id_col.isin(ids)).select(
+            decoded.alias("_e"), *_KAFKA_POSITION
+        )
+        e = sf.col("_e")
+        if is_key:
+            return rows.select(
+                *(e[f].alias(f) for f in fields), *self._meta_columns(tombstone=True)
+            )
+        row = sf.when(e["op"] == "d", e["before"]).otherwise(e["after"])
+        source = e["source"]
+        columns: list[Column] = [
+            e["op"].alias("op"),
+            *(row[f].alias(f) for f in fields),
+            source["lsn"].alias("_lsn"),
+            source["txId"].alias("_txid"),
+            sf.timestamp_millis(source["ts_ms"]).alias("_commit_ts"),
+            (e["op"] == "d").alias("_deleted"),
+            e["unchanged_fields"].alias("_unchanged"),
+            *(sf.col(c) for c in _KAFKA_POSITION),
+        ]
+        if self.tombstones == "keep":
+            columns.append(sf.lit(False).alias("_tombstone"))
+        return rows.select(*columns)
+
+    def _meta_columns(self, *, tombstone: bool) -> list[Column]:
+        """Typed metadata columns for rows that have no envelope (tombstones, empty reads)."""
+        out: list[Column] = []
+        for name, kind in META_TYPES.items():
+            if name in _KAFKA_POSITION:
+                out.append(sf.col(name))
+            elif name == "_tombstone":
+                if self.tombstones == "keep":
+                    out.append(sf.lit(tombstone).alias(name))
+            elif name == "_deleted":
+                out.append(sf.lit(tombstone).alias(name))
+            else:
+                out.append(sf.lit(None).cast(kind).alias(name))
+        return out
+
+
+class ChangeStream:
+    """A streaming read: the raw Kafka stream, decoded per micro-batch by `decode`."""
+
+    def __init__(self, raw: DataFrame, decoder: ChangeDecoder) -> None:
+        self.raw = raw
+        self.decoder = decoder
+
+    def decode(self, batch: DataFrame) -> DataFrame:
+        return self.decoder.decode(batch)
+
+
+def _source_options(
+    topics: Iterable[str] | str | None, pattern: str | None, kafka_options: Mapping[str, str]
+) -> dict[str, str]:
+    if (topics is None) == (pattern is None):
+        raise ConfigError(
+            "read_changes needs exactly one of topics= and pattern=",
+            hint="topics=['prefix.schema.table'] or pattern=r'prefix\\..*'",
+        )
+    if "kafka.bootstrap.servers" not in kafka_options:
+        raise ConfigError(
+            "kafka_options lacks 'kafka.bootstrap.servers'",
+            hint="pass kafka_options={'kafka.bootstrap.servers': 'host:port', ...}",
+        )
+    options = {"startingOffsets": "earliest", **kafka_options}
+    if topics is not None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        options["subscribe"] = ",".join(names)
+    else:
+        assert pattern is not None
+        options["subscribePattern"] = pattern
+    return options
+
+
+def _pinned(spark: SparkSession, options: dict[str, str]) -> tuple[DataFrame, set[Group]]:
+    """The exact offset range present now, and the writer ids found in it."""
+    framed = frame(spark.read.format("kafka").options(**options).load())
+    stats = collect(
+        framed.groupBy("_topic", "_partition", "_vid", "_kid").agg(
+            sf.min("_offset").alias("lo"), sf.max("_offset").alias("hi")
+        )
+    )
+    keep = {k: v for k, v in options.items() if k.lower() not in _OFFSET_OPTIONS}
+    if not stats:
+        raw = spark.read.format("kafka").options(**options).load().where(sf.lit(False))
+        return raw, set()
+    low: dict[str, dict[str, int]] = defaultdict(dict)
+    high: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in stats:
+        part = str(r["_partition"])
+        low[r["_topic"]][part] = min(r["lo"], low[r["_topic"]].get(part, r["lo"]))
+        high[r["_topic"]][part] = max(r["hi"] + 1, high[r["_topic"]].get(part, 0))
+    raw = (
+        spark.read.format("kafka")
+        .options(**keep)
+        .option("assign", json.dumps({t: sorted(int(p) for p in ps) for t, ps in low.items()}))
+        .option("startingOffsets", json.dumps(low))
+        .option("endingOffsets", json.dumps(high))
+        .load()
+    )
+    return raw, {(r["_topic"], r["_vid"], r["_kid"]) for r in stats}
+
+
+@overload
+def read_changes(
+    spark: SparkSession,
+    topics: Iterable[str] | str | None = ...,
+    pattern: str | None = ...,
+    *,
+    kafka_options: Mapping[str, str],
+    registry_url: str,
+    registry_auth: tuple[str, str] | None = ...,
+    tombstones: Tombstones = ...,
+    streaming: Literal[False] = ...,
+) -> DataFrame: ...
+
+
+@overload
+def read_changes(
+    spark: SparkSession,
+    topics: Iterable[str] | str | None = ...,
+    pattern: str | None = ...,
+    *,
+    kafka_options: Mapping[str, str],
+    registry_url: str,
+    registry_auth: tuple[str, str] | None = ...,
+    tombstones: Tombstones = ...,
+    streaming: Literal[True],
+) -> ChangeStream: ...
+
+
+def read_changes(
+    spark: SparkSession,
+    topics: Iterable[str] | str | None = None,
+    pattern: str | None = None,
+    *,
+    kafka_options: Mapping[str, str],
+    registry_url: str,
+    registry_auth: tuple[str, str] | None = None,
+    tombstones: Tombstones = "drop",
+    streaming: bool = False,
+) -> DataFrame | ChangeStream:
+    """Change rows of the bridge's topics: `op`, the row's columns (the after-image, the
+    before-image for deletes), `_lsn` (commit LSN), `_txid`, `_commit_ts`, `_deleted`,
+    `_unchanged` (unsent TOASTed columns), `_topic`, `_partition`, `_offset`, and with
+    tombstones="keep" `_tombstone` (tombstone rows carry the key columns only).
+
+    `kafka_options` are Spark Kafka source options ("kafka.bootstrap.servers" is required;
+    startingOffsets defaults to "earliest").
+    """
+    if tombstones not in ("drop", "keep"):
+        raise ConfigError(f"tombstones={tombstones!r}", hint='use "drop" or "keep"')
+    options = _source_options(topics, pattern, kafka_options)
+    decoder = ChangeDecoder(SchemaSource(registry_url, registry_auth), tombstones)
+    if streaming:
+        raw = spark.readStream.format("kafka").options(**options).load()
+        return ChangeStream(raw, decoder)
+    raw, groups = _pinned(spark, options)
+    return decoder.decode(raw, groups)
