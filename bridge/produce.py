@@ -8,6 +8,7 @@ while Kafka is slow.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from bridge.acks import AckTracker, TxHandle, delivery_error
 from bridge.errors import ConfigError, DeliveryError
 
 ConfigValue = str | int | float | bool
+log = logging.getLogger("bridge.produce")
 
 PRODUCER_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
     # Retries can neither duplicate nor reorder records within a partition.
@@ -107,6 +109,20 @@ def _config_error(reason: str, overrides: Mapping[str, ConfigValue]) -> ConfigEr
     )
 
 
+def _refused(topic: str, exc: KafkaException) -> DeliveryError:
+    """The client refused a record outright; a fatal state has its own explanation."""
+    err = exc.args[0]
+    if err.fatal() or err.name() in ("_FATAL", "_FENCED"):
+        return DeliveryError(
+            f"the Kafka producer is in a fatal state and refused a record for {topic!r}: "
+            f"{err.str()}",
+            hint="in exactly-once mode this means another instance with the same "
+            "kafka.transactional_id fenced this one; otherwise see the bridge.kafka log. "
+            "Nothing past the last committed transaction was acknowledged",
+        )
+    return delivery_error(topic, None, err.str())
+
+
 def _no_op() -> None:
     return None
 
@@ -176,7 +192,7 @@ class Producer:
             except BufferError:  # librdkafka's own queue is full
                 self._blocked_turn()
             except KafkaException as exc:
-                error = delivery_error(topic, None, exc.args[0].str())
+                error = _refused(topic, exc)
                 tracker.fail(handle, error)
                 raise error from None
         handle.add_record(size)
@@ -209,6 +225,8 @@ class Producer:
                 return
             except BufferError:
                 self._blocked_turn()
+            except KafkaException as exc:
+                raise _refused(topic, exc) from None
 
     def _transactional(self, call: Callable[..., None], *args: Any) -> None:
         try:
@@ -257,8 +275,11 @@ class Producer:
         if self._closed:
             return
         self._closed = True
-        self._client.purge()
-        self._client.close()
+        try:
+            self._client.purge()
+            self._client.close()
+        except KafkaException as exc:  # a fatal client state (fenced) is reported elsewhere
+            log.warning("closing the Kafka producer: %s", exc.args[0].str())
 
     def _wait_for_room(self, size: int) -> None:
         tracker = self._tracker
