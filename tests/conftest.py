@@ -6,6 +6,10 @@ Session scope (started lazily, only if a selected test needs it; stopped at sess
                      stop_/start_/restart_ components, create_database/drop_database.
     kafka_bootstrap  "127.0.0.1:<port>" for confluent-kafka `bootstrap.servers`.
     registry_url     Confluent-compatible registry base URL for SchemaRegistryClient.
+    pg_modern        a second PostgreSQL cluster of a newer major (npm build, no pglogical:
+                     deploy/local/stack_pg_npm.py) for protocol features 15 lacks; same API as
+                     the stack's Postgres: host/port/user/password, dsn(), create_database(),
+                     drop_database(), plus major and server_version.
 
 Function scope (unique per test, so tests run in any order and never see each other's data):
     pg_db            name of a fresh, empty database; dropped after the test, its replication
@@ -35,7 +39,15 @@ import psycopg
 import pytest
 
 STACK_PATH = Path(__file__).resolve().parent.parent / "deploy" / "local" / "stack.py"
-STACK_FIXTURES = {"stack", "kafka_bootstrap", "registry_url", "pg_db", "pg_dsn", "pg_conn"}
+STACK_FIXTURES = {
+    "stack",
+    "kafka_bootstrap",
+    "registry_url",
+    "pg_db",
+    "pg_dsn",
+    "pg_conn",
+    "pg_modern",
+}
 
 
 def _load_stack_module() -> ModuleType:
@@ -80,6 +92,17 @@ def _restore_stack() -> Iterator[None]:
     yield
     for local_stack in _STARTED:
         local_stack.ensure_running()
+
+
+@pytest.fixture(scope="session")
+def pg_modern() -> Iterator[Any]:
+    _load_stack_module()  # puts deploy/local, where stack_pg_npm lives, on sys.path
+    cluster = importlib.import_module("stack_pg_npm").ModernPostgres()
+    postgres = cluster.start()
+    try:
+        yield postgres
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 
 Runs as the `postgres` OS user when we are root, because the server refuses root. Authentication is
 scram-sha-256 everywhere, TCP and socket alike, so security-related tests see what a real
-deployment would.
+deployment would. Another build can run through the same class (`bin_dir`, `lib_dir`, no
+pglogical): the npm-packaged newer majors of stack_pg_npm.py, for protocol features 15 lacks.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ host    replication  all     127.0.0.1/32  scram-sha-256
 """
 
 
-def _settings(port: int, socket_dir: Path) -> dict[str, str]:
-    return {
+def _settings(port: int, socket_dir: Path, *, pglogical: bool = True) -> dict[str, str]:
+    settings = {
         "listen_addresses": "'127.0.0.1'",
         "port": str(port),
         "unix_socket_directories": f"'{socket_dir}'",
@@ -59,16 +60,35 @@ def _settings(port: int, socket_dir: Path) -> dict[str, str]:
         "full_page_writes": "off",
         "log_line_prefix": "'%m [%p] %q%u@%d '",
     }
+    if not pglogical:
+        del settings["shared_preload_libraries"]
+    return settings
 
 
 class Postgres:
-    """One throwaway cluster; stop/start keep the data dir and port (for restart tests)."""
+    """One throwaway cluster; stop/start keep the data dir and port (for restart tests).
 
-    def __init__(self, workdir: Path, log_dir: Path) -> None:
-        self.root = workdir / "postgres"
+    The keyword arguments select another build (its lib dir goes on LD_LIBRARY_PATH) and name the
+    cluster's subdirectory and log, so a second cluster can share the work dir.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        log_dir: Path,
+        *,
+        name: str = "postgres",
+        bin_dir: Path = PG_BIN,
+        lib_dir: Path | None = None,
+        pglogical: bool = True,
+    ) -> None:
+        self.root = workdir / name
         self.data_dir = self.root / "data"
         self.socket_dir = self.root
-        self.log_path = log_dir / "postgres.log"
+        self.log_path = log_dir / f"{name}.log"
+        self.bin_dir = bin_dir
+        self.lib_dir = lib_dir
+        self.pglogical = pglogical
         self.host = "127.0.0.1"
         self.port = free_port()
         self.user = SUPERUSER
@@ -102,7 +122,7 @@ class Postgres:
         run_logged(
             COMPONENT,
             [
-                str(PG_BIN / "initdb"),
+                str(self.bin_dir / "initdb"),
                 "-D",
                 str(self.data_dir),
                 "-U",
@@ -120,20 +140,24 @@ class Postgres:
             user=OS_USER,
         )
         pwfile.unlink()
-        conf = "".join(f"{k} = {v}\n" for k, v in _settings(self.port, self.socket_dir).items())
+        settings = _settings(self.port, self.socket_dir, pglogical=self.pglogical)
+        conf = "".join(f"{k} = {v}\n" for k, v in settings.items())
         with (self.data_dir / "postgresql.conf").open("a") as handle:
             handle.write("\n# deploy/local/stack.py\n" + conf)
         (self.data_dir / "pg_hba.conf").write_text(HBA)
 
     def _env(self) -> dict[str, str]:
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/tmp"}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/tmp"}
+        if self.lib_dir is not None:
+            env["LD_LIBRARY_PATH"] = str(self.lib_dir)
+        return env
 
     def start(self) -> None:
         if self._process is not None and self._process.alive():
             return
         self._process = ManagedProcess(
             COMPONENT,
-            [str(PG_BIN / "postgres"), "-D", str(self.data_dir)],
+            [str(self.bin_dir / "postgres"), "-D", str(self.data_dir)],
             self.log_path,
             env=self._env(),
             cwd=self.root,
@@ -147,12 +171,13 @@ class Postgres:
         wait_until(self._process, self._ready, timeout=timeout, what="accepting connections")
 
     def _ready(self) -> bool:
-        probe = subprocess.run(
-            [str(PG_BIN / "pg_isready"), "-q", "-h", self.host, "-p", str(self.port)],
-            check=False,
-        )
-        if probe.returncode != 0:
-            return False
+        isready = self.bin_dir / "pg_isready"  # not every build ships it: then connect only
+        if isready.is_file():
+            probe = subprocess.run(
+                [str(isready), "-q", "-h", self.host, "-p", str(self.port)], check=False
+            )
+            if probe.returncode != 0:
+                return False
         with psycopg.connect(self.dsn(), connect_timeout=5) as conn:
             conn.execute("SELECT 1")
         return True
