@@ -65,17 +65,17 @@ def latest_per_key(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         sf.max_by(
             sf.struct(sf.col(c).alias("v")),
             sf.when(~sf.array_contains(unchanged, c) & ~sf.col("_deleted"), _order()),
-        ).alias(f"__v{i}")
+        ).alias(f"__cdc_v{i}")
         for i, c in enumerate(data)
     ]
     latest = sf.max_by(sf.struct(*(sf.col(m) for m in ("op", *TARGET_META))), _order())
-    grouped = changes.groupBy(*key_columns).agg(latest.alias("__m"), *carried)
+    grouped = changes.groupBy(*key_columns).agg(latest.alias("__cdc_m"), *carried)
     return grouped.select(
         *key_columns,
-        *(sf.col(f"__v{i}").alias(c) for i, c in enumerate(data)),
-        sf.col("__m.op").alias("op"),
-        sf.coalesce(sf.col("__m._lsn"), sf.lit(0)).alias("_lsn"),
-        *(sf.col(f"__m.{m}").alias(m) for m in TARGET_META[1:]),
+        *(sf.col(f"__cdc_v{i}").alias(c) for i, c in enumerate(data)),
+        sf.col("__cdc_m.op").alias("op"),
+        sf.coalesce(sf.col("__cdc_m._lsn"), sf.lit(0)).alias("_lsn"),
+        *(sf.col(f"__cdc_m.{m}").alias(m) for m in TARGET_META[1:]),
     )
 
 
@@ -135,7 +135,10 @@ def apply_batch(
     floor = _truncated_lsn(_table(spark, target))
     found = changes.where(sf.col("op") == "t").agg(sf.max("_lsn")).first()
     truncate = found[0] if found is not None and (found[0] or 0) > floor else None
-    kept = changes.where((sf.col("op") != "t") & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= 0))
+    kept = changes.where(
+        (sf.col("op") != "t")
+        & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
+    )
     latest = latest_per_key(kept, key_columns).persist()
     try:
         data = [c for c in latest.columns if c != "op" and c not in TARGET_META]
@@ -198,7 +201,8 @@ def apply_changes(
 
     A stream is a `ChangeStream` from `read_changes(..., streaming=True)` (decoded per
     micro-batch) or an already-decoded streaming DataFrame; it needs `checkpoint`, and
-    `trigger` takes DataStreamWriter.trigger's keywords, e.g. {"availableNow": True}.
+    `trigger` takes DataStreamWriter.trigger's keywords, e.g. {"availableNow": True}. A
+    micro-batch that Spark re-runs after a failure finds its changes applied and does nothing.
     """
     if isinstance(changes, DataFrame) and not changes.isStreaming:
         apply_batch(changes, target, key_columns, hard_delete=hard_delete)

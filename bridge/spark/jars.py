@@ -4,8 +4,8 @@ Maven (deploy/local/spark/pom.xml) copies the three artifacts and their dependen
 per-user cache, leaving out every artifact pyspark already ships: two versions of one library
 on a classpath fail at run time, not at start. A marker written after a complete copy makes
 every later start skip Maven; a file lock serialises concurrent first runs. Spark's own
-`spark.jars.packages` is not used because its Ivy resolver reads repositories from the
-artifacts' parent POMs, which this setup must not depend on.
+`spark.jars.packages` is not used: its Ivy chain also consults a repository besides Maven
+Central, and it resolves again at every session start.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ _REPO = Path(__file__).resolve().parents[2]
 POM = _REPO / "deploy" / "local" / "spark" / "pom.xml"
 MAVEN_SETTINGS = _REPO / "deploy" / "local" / "maven-settings.xml"
 COMPLETE_MARKER = ".complete"
+SPARK_JAVA = (17, 21)  # Spark 4.0's JDKs; newer ones break Hadoop's login code at start
+JVM_DIR = Path("/usr/lib/jvm")
 _ARTIFACT = re.compile(r"^(?P<name>.+?)-\d[^-]*(?:-.*)?\.jar$")
 _INSTALL_HINT = f"pip install 'pyspark=={SPARK_VERSION}' 'delta-spark=={DELTA_VERSION}'"
 
@@ -67,6 +69,31 @@ def pyspark_artifacts() -> set[str]:
         if match:
             names.add(match.group("name"))
     return names
+
+
+def _java_major(home: Path) -> int | None:
+    try:
+        release = (home / "release").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r'JAVA_VERSION="(\d+)', release)
+    return int(match.group(1)) if match and (home / "bin" / "java").is_file() else None
+
+
+def java_home() -> Path:
+    """A JDK Spark runs on: JAVA_HOME, else the `java` on PATH, else one under /usr/lib/jvm."""
+    candidates = [Path(p) for p in [os.environ.get("JAVA_HOME")] if p]
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent.parent)
+    candidates += sorted(JVM_DIR.glob("*")) if JVM_DIR.is_dir() else []
+    for home in candidates:
+        if _java_major(home) in SPARK_JAVA:
+            return home
+    raise ConfigError(
+        f"Spark {SPARK_VERSION} needs Java {' or '.join(map(str, SPARK_JAVA))}; none was found",
+        hint="apt-get install openjdk-17-jdk-headless, or set JAVA_HOME to such a JDK",
+    )
 
 
 @contextmanager
@@ -161,6 +188,7 @@ def spark_session(
     conf.update(extra_conf or {})
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session stays on loopback
+    os.environ["JAVA_HOME"] = str(java_home())  # read by pyspark when it launches the JVM
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -319,6 +319,20 @@ def read_changes(
 ) -> ChangeStream: ...
 
 
+@overload
+def read_changes(
+    spark: SparkSession,
+    topics: Iterable[str] | str | None = ...,
+    pattern: str | None = ...,
+    *,
+    kafka_options: Mapping[str, str],
+    registry_url: str,
+    registry_auth: tuple[str, str] | None = ...,
+    tombstones: Tombstones = ...,
+    streaming: bool,
+) -> DataFrame | ChangeStream: ...
+
+
 def read_changes(
     spark: SparkSession,
     topics: Iterable[str] | str | None = None,
@@ -341,9 +355,13 @@ def read_changes(
     if tombstones not in ("drop", "keep"):
         raise ConfigError(f"tombstones={tombstones!r}", hint='use "drop" or "keep"')
     options = _source_options(topics, pattern, kafka_options)
-    decoder = ChangeDecoder(SchemaSource(registry_url, registry_auth), tombstones)
+    schemas = SchemaSource(registry_url, registry_auth)
+    decoder = ChangeDecoder(schemas, tombstones)
     if streaming:
         raw = spark.readStream.format("kafka").options(**options).load()
         return ChangeStream(raw, decoder)
-    raw, groups = _pinned(spark, options)
-    return decoder.decode(raw, groups)
+    try:  # from_avro gets the schemas as text: none is fetched after decode()
+        raw, groups = _pinned(spark, options)
+        return decoder.decode(raw, groups)
+    finally:
+        schemas.close()

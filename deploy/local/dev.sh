@@ -65,7 +65,7 @@ ensure_venv() {
     if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
         log "installing the project into $VENV"
         "$VENV/bin/python" -m pip install --quiet --upgrade pip
-        "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+        "$VENV/bin/python" -m pip install --quiet -e '.[dev,spark]'
         printf '%s\n' "$want" >"$STAMP"
     fi
 }
