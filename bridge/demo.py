@@ -8,8 +8,10 @@ next to what PostgreSQL holds.
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -141,11 +143,64 @@ def _demo(stack: Any) -> None:
                 print(f"  {key} → tombstone")
             else:
                 print(f"  {key} → {value['op']} {value['after'] or value['before']}")
-        rows = conn.execute("SELECT id, name, balance FROM customers ORDER BY id").fetchall()
-        print(f"\nPostgreSQL customers now: {rows}")
+        rows = conn.execute(
+            "SELECT id, name, email, balance, created, tags FROM customers ORDER BY id"
+        ).fetchall()
+        print("\nPostgreSQL customers now:")
+        for row in rows:
+            print(f"  {row}")
         flushed = conn.execute(
             "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'demo'"
         ).fetchone()
         print(f"slot 'demo' confirmed_flush_lsn: {flushed[0] if flushed else None}")
         if len(records) != 9:
             raise BridgeError(f"expected 9 records, read {len(records)}", hint="see the log above")
+        _spark_side(cfg, "demo.public.customers", rows)
+
+
+def _spark_side(cfg: Config, topic: str, pg_rows: list[tuple[Any, ...]]) -> None:
+    """Downstream: PySpark reads the topic and MERGEs it into a Delta table."""
+    # The Spark side is an optional extra (pyspark, delta-spark): imported only here.
+    from bridge.spark import apply_batch, read_changes, spark_session  # noqa: PLC0415
+
+    print("\nSpark: read_changes → apply_batch into a Delta table (local[2])...", flush=True)
+    spark = spark_session("bridge-demo")
+    try:
+        with tempfile.TemporaryDirectory(prefix="bridge-demo-delta-") as lake:
+            changes = read_changes(
+                spark,
+                [topic],
+                kafka_options={"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers},
+                registry_url=cfg.registry.url,
+            )
+            apply_batch(changes, lake, ["id"])
+            columns = ["id", "name", "email", "balance", "created", "tags"]
+            live = spark.read.format("delta").load(lake).where("NOT _deleted").select(*columns)
+            delta_rows = sorted(tuple(r) for r in live.collect())
+    finally:
+        spark.stop()
+    print("Delta table (live rows):")
+    for row in delta_rows:
+        print(f"  {row}")
+    pg = sorted(_comparable(r) for r in pg_rows)
+    delta = sorted(_comparable(r) for r in delta_rows)
+    verdict = "MATCH" if pg == delta else "MISMATCH"
+    print(
+        f"\nverdict: {verdict}: Delta table {'equals' if pg == delta else 'differs from'} "
+        f"the PostgreSQL table ({len(delta)} live rows vs {len(pg)})"
+    )
+    if pg != delta:
+        raise BridgeError("the Delta table does not match PostgreSQL", hint="see both above")
+
+
+def _comparable(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Spark gives naive UTC datetimes and lists; PostgreSQL aware datetimes."""
+    out: list[Any] = []
+    for value in row:
+        if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+            out.append(value.astimezone(datetime.UTC).replace(tzinfo=None))
+        elif isinstance(value, list):
+            out.append(tuple(value))
+        else:
+            out.append(value)
+    return tuple(out)

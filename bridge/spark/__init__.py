@@ -11,3 +11,9 @@
 Needs the `spark` extra (pyspark and delta-spark at the versions in `bridge.spark.jars`) and,
 once, Maven to fetch the JVM jars.
 """
+
+from bridge.spark.apply import apply_batch, apply_changes
+from bridge.spark.jars import spark_session
+from bridge.spark.reader import ChangeStream, read_changes
+
+__all__ = ["ChangeStream", "apply_batch", "apply_changes", "read_changes", "spark_session"]
