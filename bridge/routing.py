@@ -7,6 +7,8 @@ import re
 from bridge.config import FiltersConfig
 from bridge.decode.messages import Relation
 
+_TOPIC_INVALID = re.compile(r"[^A-Za-z0-9._-]")
+
 
 class Routing:
     """Table filters and topic names, decided once per relation version."""
@@ -32,4 +34,7 @@ class Routing:
         return entry[1]
 
     def topic(self, relation: Relation) -> str:
-        return f"{self.prefix}.{relation.namespace}.{relation.name}"
+        """`<prefix>.<schema>.<table>`; characters Kafka refuses in a topic name become `_`
+        (as Debezium does), so a table named "order items" still streams."""
+        name = f"{relation.namespace}.{relation.name}"
+        return f"{self.prefix}.{_TOPIC_INVALID.sub('_', name)}"
