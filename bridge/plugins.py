@@ -95,7 +95,10 @@ class Pglogical:
     row). The catalog is read as it is *now*, not as it was when the change was
     written: a column dropped or renamed since cannot be typed and stops the
     bridge with a SchemaError, and a column whose type changed since is read with
-    its new type. The replica identity (`relreplident`) is filled the same way.
+    its new type (fine for widening in text mode; a binary value of the old type
+    fails to convert). A bridge that keeps up has typed each relation version
+    before the next DDL commits; prefer text mode where columns change type. The
+    replica identity (`relreplident`) is filled the same way.
 
     Logical messages, TRUNCATE, streaming and two-phase do not exist in this
     plugin; `source.messages` is ignored, streaming and two_phase are refused.
