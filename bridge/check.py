@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from psycopg import sql
 
 from bridge.config import Config
@@ -79,7 +81,7 @@ def _publication(rc: libpq.ReplicationConnection, cfg: Config) -> str:
     if cfg.source.publication_mode == "disabled":
         raise BridgeError(
             f"publication {name!r} is missing and publication_mode is disabled",
-            hint=f"CREATE PUBLICATION {name} FOR TABLE ...",
+            hint=f"CREATE PUBLICATION {sql.Identifier(name).as_string()} FOR TABLE ...",
         )
     return f"{name!r} missing; it will be created FOR ALL TABLES on start"
 
@@ -114,12 +116,37 @@ def _slot(rc: libpq.ReplicationConnection, cfg: Config) -> str:
 
 def _kafka(cfg: Config) -> str:
     admin = AdminClient(cfg.kafka.client_config())
-    meta = admin.list_topics(timeout=cfg.kafka.request_timeout_s)
+    try:
+        meta = admin.list_topics(timeout=cfg.kafka.request_timeout_s)
+    except KafkaException as exc:
+        cause = exc
+        try:
+            admin.poll(0)  # a refused login or TLS handshake (the real cause) raises from here
+        except KafkaException as real:
+            cause = real
+        raise BridgeError(
+            f"cannot use Kafka at {cfg.kafka.bootstrap_servers}: {cause}",
+            hint="check kafka.bootstrap_servers, that the brokers run, and the kafka "
+            "security settings",
+        ) from None
     brokers = len(meta.brokers)
     return f"{cfg.kafka.bootstrap_servers}: {brokers} broker(s), cluster {meta.cluster_id}"
 
 
 def _registry(cfg: Config) -> str:
     client = SchemaRegistryClient(cfg.registry.client_config())
-    subjects = client.get_subjects()
+    try:
+        subjects = client.get_subjects()
+    except SchemaRegistryError as exc:
+        if exc.http_status_code not in (401, 403):
+            raise
+        raise BridgeError(
+            f"{cfg.registry.url} refused the credentials (HTTP {exc.http_status_code})",
+            hint="check registry.basic_auth_user and registry.basic_auth_password",
+        ) from None
+    except Exception as exc:  # transport errors; the client's HTTP library is not public API
+        raise BridgeError(
+            f"cannot reach the schema registry at {cfg.registry.url}: {type(exc).__name__}: {exc}",
+            hint="check registry.url and that the registry runs",
+        ) from None
     return f"{cfg.registry.url}: {len(subjects)} subject(s)"

@@ -6,8 +6,10 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -15,8 +17,7 @@ from bridge import __version__, log
 from bridge.check import run_checks
 from bridge.config import Config, load_config
 from bridge.demo import run_demo
-from bridge.errors import BridgeError
-from bridge.log import SecretMask
+from bridge.errors import BridgeError, ConfigError
 from bridge.pipeline import run_pipeline
 
 app = typer.Typer(
@@ -33,29 +34,49 @@ ConfigOption = Annotated[
         "-c",
         help="YAML configuration file; BRIDGE_SECTION__KEY environment variables override it.",
         exists=False,
-        dir_okay=False,
     ),
 ]
+
+
+def error_lines(exc: BridgeError) -> list[str]:
+    """`error: <problem> (<what to do>)` on one line, then a configuration error's list.
+
+    Messages from libpq and the like span lines; they are joined so the first line
+    is always the whole story. Only a ConfigError keeps its further lines, one per
+    invalid field.
+    """
+    lines = [line.strip() for line in exc.message.splitlines() if line.strip()] or ["failed"]
+    head, details = lines[0], [f"  {line}" for line in lines[1:]]
+    if not isinstance(exc, ConfigError):
+        head, details = " ".join(lines), []
+    hint = f" ({' '.join(exc.hint.split())})" if exc.hint else ""
+    return [f"error: {head}{hint}", *details]
+
+
+def _fail(exc: BridgeError, scrub: Callable[[str], str] = str) -> NoReturn:
+    for line in error_lines(exc):
+        typer.echo(scrub(line), err=True)
+    raise typer.Exit(exc.exit_code)
 
 
 def _load(path: Path | None) -> Config:
     try:
         return load_config(path)
     except BridgeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        _fail(exc)
 
 
 @app.command()
 def check(config: ConfigOption = None) -> None:
     """Check each dependency (PostgreSQL, slot, publication, Kafka, registry): ok or FAIL."""
     cfg = _load(config)
-    mask = SecretMask(cfg.secrets())
+    mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())  # librdkafka lines too
     failed = 0
     for result in run_checks(cfg):
         failed += not result.ok
         status = "ok  " if result.ok else "FAIL"
-        typer.echo(mask.scrub(f"{status} {result.name}: {result.detail}"))
+        detail = " ".join(result.detail.split())  # one line per check, whatever the server said
+        typer.echo(mask.scrub(f"{status} {result.name}: {detail}"))
     raise typer.Exit(1 if failed else 0)
 
 
@@ -63,11 +84,14 @@ def check(config: ConfigOption = None) -> None:
 def run(config: ConfigOption = None) -> None:
     """Stream changes from the replication slot into Kafka until stopped (SIGTERM/SIGINT)."""
     cfg = _load(config)
-    log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
+    mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
     try:
         run_pipeline(cfg)
     except BridgeError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        if cfg.log.format != "json":
+            _fail(exc, mask.scrub)
+        # JSON logs: the error is one more (masked) JSON record, like every other line.
+        logging.getLogger("bridge").error("%s", "\n".join(error_lines(exc))[len("error: ") :])
         raise typer.Exit(exc.exit_code) from None
 
 
@@ -79,8 +103,7 @@ def demo(
     try:
         run_demo(keep=keep)
     except BridgeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
+        _fail(exc)
 
 
 @app.callback(invoke_without_command=True)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import logging
 import re
+import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from confluent_kafka import KafkaError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,11 +26,17 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, DeliveryError
 
 _SECRET_WORDS = ("password", "secret", "token")
+TOPIC_TEMPLATE = "{prefix}.{schema}.{table}"
 
 
 class _Section(BaseModel):
@@ -99,6 +108,9 @@ class SourceConfig(_Section):
 class KafkaConfig(_Section):
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = Field("bridge", pattern=r"^[A-Za-z0-9._-]+$")
+    topic_template: str = Field(
+        TOPIC_TEMPLATE, description="placeholders {prefix}, {schema} and {table}"
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
@@ -114,6 +126,32 @@ class KafkaConfig(_Section):
     transaction_max_records: int = Field(10_000, ge=1)
     transaction_interval_ms: int = Field(100, ge=1)
 
+    @field_validator("topic_template")
+    @classmethod
+    def _placeholders(cls, template: str) -> str:
+        """Checked here so a typo fails at start, not at a table's first row.
+
+        `{table}` is required: without it every table would share one topic."""
+        allowed = {"prefix", "schema", "table"}
+        try:
+            parts = list(string.Formatter().parse(template))
+        except ValueError as exc:
+            raise ValueError(f"cannot format {template!r}: {exc}") from None
+        used = set()
+        for _, field, spec, conversion in parts:
+            if field is None:
+                continue
+            if field not in allowed or spec or conversion:
+                raise ValueError(
+                    f"{template!r}: unknown placeholder {{{field}}}; use only plain "
+                    "{prefix}, {schema} and {table}"
+                )
+            used.add(field)
+        if "table" not in used:
+            raise ValueError(f"{template!r} must contain {{table}} (one topic per table)")
+        template.format(prefix="p", schema="s", table="t")
+        return template
+
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by every client the bridge makes."""
         conf: dict[str, Any] = {
@@ -122,6 +160,7 @@ class KafkaConfig(_Section):
             "socket.timeout.ms": int(self.request_timeout_s * 1000),
             # librdkafka's own log lines go through Python logging (and its secret mask).
             "logger": logging.getLogger("bridge.kafka"),
+            "error_cb": RaiseOnRefusal(),
         }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
@@ -132,6 +171,33 @@ class KafkaConfig(_Section):
         if self.ssl_ca_location is not None:
             conf["ssl.ca.location"] = str(self.ssl_ca_location)
         return conf
+
+
+class RaiseOnRefusal:
+    """librdkafka `error_cb`: a refused SASL login or TLS handshake ends the client's user.
+
+    librdkafka retries both forever, yet neither heals without a configuration change, so the
+    next poll/flush raises this instead of the bridge waiting out message.timeout.ms. (TLS
+    disconnects are reported as transport errors, not _SSL.) Raised once per client, so
+    closing the client afterwards does not raise again. `observer` (another `error_cb`, such
+    as the metrics') sees every error first.
+    """
+
+    def __init__(self, observer: Callable[[KafkaError], object] | None = None) -> None:
+        self.observer = observer
+        self.raised = False
+
+    def __call__(self, err: KafkaError) -> None:
+        if self.observer is not None:
+            self.observer(err)
+        if self.raised or err.code() not in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            return
+        self.raised = True
+        raise DeliveryError(
+            f"Kafka refused the connection: {err.str()}",
+            hint="check kafka.security_protocol, sasl_mechanism, sasl_username, sasl_password "
+            "and ssl_ca_location against the broker's listener",
+        )
 
 
 class RegistryConfig(_Section):
@@ -173,13 +239,16 @@ class PipelineConfig(_Section):
 
 
 class FiltersConfig(_Section):
-    """Which tables are captured: regular expressions over `schema.table` (full match)."""
+    """Which tables and columns are captured: regular expressions, always a full match."""
 
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
+    exclude_columns: tuple[str, ...] = Field(
+        (), description='regexes over "schema.table.column" (full match); not key columns'
+    )
     skipped_operations: tuple[Literal["c", "u", "d", "t"], ...] = ()
 
-    @field_validator("include_tables", "exclude_tables")
+    @field_validator("include_tables", "exclude_tables", "exclude_columns")
     @classmethod
     def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
@@ -188,6 +257,25 @@ class FiltersConfig(_Section):
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
         return patterns
+
+
+class SnapshotConfig(_Section):
+    """Initial and incremental snapshots; modes and guarantees in bridge/snapshot/modes.py."""
+
+    mode: Literal["initial", "initial_only", "no_data", "when_needed", "always"] = "initial"
+    tables: tuple[str, ...] = Field(
+        (), description='"schema.table" names; empty = every table the plugin sends'
+    )
+    workers: int = Field(2, ge=1, le=64, description="reader threads, each with a connection")
+    chunk_size: int = Field(10_000, ge=1, description="rows per chunk of the initial snapshot")
+    progress_schema: str = Field("bridge", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    progress_bar: Literal["auto", "always", "never"] = "auto"
+    signal_table: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$",
+        description='"schema.table" for execute-snapshot signals; None disables them',
+    )
+    incremental_chunk_size: int = Field(1024, ge=1)
 
 
 class HttpConfig(_Section):
@@ -216,6 +304,7 @@ class Config(BaseSettings):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     def secrets(self) -> list[str]:
@@ -241,33 +330,64 @@ class Config(BaseSettings):
 
 
 def load_config(path: Path | None) -> Config:
-    """Read the YAML file (if any), apply `BRIDGE_…` overrides, validate."""
-    data: Any = {}
-    if path is not None:
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read config file {path}: {exc.strerror}",
-                hint="pass an existing YAML file with --config",
-            ) from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"{path}: not valid YAML: {exc}", hint="fix the YAML syntax"
-            ) from None
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"{path}: top level must be a mapping, got {type(data).__name__}",
-                hint="start the file with keys such as 'source:' and 'kafka:'",
-            )
+    """Read the YAML file (if any), apply `BRIDGE_…` overrides, validate.
+
+    The first line of every error names the problem; with several invalid fields it
+    names the first and the following lines list them all, one per line.
+    """
+    data = {} if path is None else _read_yaml(path)
     try:
         return Config(**data)
-    except ValidationError as exc:
+    except SettingsError as exc:
         raise ConfigError(
-            f"invalid configuration ({exc.error_count()} problem(s)):\n"
-            + "\n".join(describe_errors(exc)),
-            hint="fix the listed fields in the file or the BRIDGE_* environment",
+            f"a BRIDGE_* environment variable cannot be parsed: {exc}",
+            hint="give nested sections as BRIDGE_SECTION__KEY=value, or valid JSON",
         ) from None
+    except ValidationError as exc:
+        problems = describe_errors(exc)
+        summary = problems[0].strip()
+        if len(problems) > 1:
+            summary += f" (+{len(problems) - 1} more problem(s), all listed below)"
+            summary += "".join(f"\n{line}" for line in problems)
+        where = "the file or " if path is not None else ""
+        raise ConfigError(
+            f"invalid configuration: {summary}",
+            hint=f"fix the field(s) in {where}the BRIDGE_* environment",
+        ) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror}",
+            hint="pass an existing YAML file with --config",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(
+            f"{path}: not valid YAML{where}: {problem}", hint="fix the YAML syntax"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: top level must be a mapping, got {type(data).__name__}",
+            hint="start the file with keys such as 'source:' and 'kafka:'",
+        )
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:
+        raise ConfigError(
+            f"{path}: top-level key {odd[0]!r} is not a section name",
+            hint="use the section names source, kafka, registry, avro, pipeline, http, "
+            "filters, snapshot and log",
+        )
+    return data
 
 
 def describe_errors(exc: ValidationError) -> list[str]:

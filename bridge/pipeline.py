@@ -22,20 +22,20 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
-from bridge.config import Config
+from bridge.config import Config, RaiseOnRefusal
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.errors import BridgeError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
+from bridge.http import operations
 from bridge.lsn import LSN
+from bridge.metrics import Metrics
 from bridge.plugins import Plugin, open_plugin
-from bridge.produce import Producer
+from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
-from bridge.schema.catalog import PgCatalog
-from bridge.schema.encoders import EncoderCache, load_table_details
-from bridge.schema.pgtypes import CodecOptions
+from bridge.schema.encoders import encoder_cache
 from bridge.schema.registry import Registry
-from bridge.serialize import TxSource
+from bridge.serialize import Record, TxSource
 from bridge.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,
@@ -43,29 +43,32 @@ from bridge.sidetopics import (
     TransactionTopic,
     tx_id,
 )
+from bridge.snapshot import SnapshotManager
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
 log = logging.getLogger("bridge.pipeline")
+_SERVICE_EVERY = 4096
 
 
 class Pipeline:
     """One replication slot streamed into Kafka until `stop()` or an error."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, metrics: Metrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics if metrics is not None else Metrics()
+        self._event_counts = self.metrics.events
         self._stopping = False
         src, kafka = cfg.source, cfg.kafka
-        self.routing = Routing(kafka.topic_prefix, cfg.filters)
+        self.routing = Routing.from_config(cfg)
         self._catalog_conn = libpq.connect(src.conninfo(), replication=False)
         rc = libpq.ReplicationConnection(libpq.connect(src.conninfo(), replication=True))
         self._rc = rc
         version = slots.check_prerequisites(rc)
         self.plugin: Plugin = open_plugin(cfg, version, self._catalog_conn)
-        slot = slots.ensure_slot(
-            rc, src.slot_name, src.plugin, create=src.create_slot, two_phase=src.two_phase
-        )
+        self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
+        slot = self.snapshots.ensure_slot(rc)
         self.start_lsn = slot.confirmed_flush or LSN(0)
         self.assembler = EventAssembler(
             decode=self.plugin.decode,
@@ -76,17 +79,10 @@ class Pipeline:
         registry = Registry(
             SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
         )
-        self.encoders = EncoderCache(
-            registry,
-            PgCatalog(self._catalog_conn),
-            lambda oid: load_table_details(self._catalog_conn, oid),
-            self.routing.topic,
-            server_name=kafka.topic_prefix,
-            options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
-            toast_mode=cfg.avro.toast_mode,
-            tombstones=cfg.pipeline.tombstones,
-            binary=src.binary,
+        self.encoders = encoder_cache(
+            cfg, self._catalog_conn, registry, self.routing.topic, binary=src.binary
         )
+        self.incremental = self.snapshots.incremental(self.encoders, self.assembler.relations.get)
         self.stream = ReplicationStream(rc, StatusTracker(src.status_interval_s, self.start_lsn))
         self.tracker = AckTracker(self.start_lsn)
         client_config = kafka.client_config()
@@ -95,14 +91,18 @@ class Pipeline:
             # A PostgreSQL transaction is never split across Kafka transactions, so a
             # large one must fit: the broker's default transaction.max.timeout.ms.
             client_config["transaction.timeout.ms"] = 900_000
+        callbacks = self.metrics.kafka_callbacks()
+        # Metrics observe every client error; a refused login or TLS handshake still stops us.
+        callbacks["error_cb"] = RaiseOnRefusal(callbacks["error_cb"])
         self.producer = Producer(
-            client_config,
+            {**client_config, **callbacks},
             self.tracker,
             overrides=kafka.producer,
             max_in_flight_records=cfg.pipeline.max_in_flight_records,
             max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
-            while_blocked=self.stream.service,
+            while_blocked=self.metrics.ticking(self.stream.service),
         )
+        self.metrics.watch(self.tracker, self.producer, self.snapshots.progress, self.stream.status)
         self.eos: KafkaTransactions | None = None
         if kafka.exactly_once:
             self.eos = self._start_transactions(client_config)
@@ -140,6 +140,12 @@ class Pipeline:
 
     def run(self) -> None:
         """Stream until stopped; on the way out flush, confirm and close cleanly."""
+        if not self.snapshots.run_initial(lambda: self._stopping):
+            # initial_only, or stopped during the snapshot: replication never started
+            self.stream.closed = True
+            self._rc.close()
+            self._close()
+            return
         slots.start_replication(
             self._rc,
             self.cfg.source.slot_name,
@@ -153,14 +159,26 @@ class Pipeline:
             self.start_lsn,
             self.plugin.describe(),
         )
+        self.metrics.set_connected("postgres", True)
         try:
-            self._loop()
+            try:
+                self._loop()
+            except ProducerStoppedError:
+                log.info(
+                    "stop requested while Kafka was full; undelivered work is not acknowledged"
+                )
             self._drain()
+        except Exception as exc:
+            self.metrics.failed(exc)
+            raise
         finally:
+            self.metrics.set_connected("postgres", False)
             self._close()
 
     def stop(self) -> None:
+        """Safe from a signal handler: the loop and a full producer both notice."""
         self._stopping = True
+        self.producer.stopping = True
 
     def _loop(self) -> None:
         stream, assembler, decode = self.stream, self.assembler, self.plugin.decode
@@ -170,7 +188,11 @@ class Pipeline:
                 self._idle()
                 continue
             raw = bytes(data.payload)
-            for event in assembler.feed(decode(raw), raw, data.wal_end):
+            for n, event in enumerate(assembler.feed(decode(raw), raw, data.wal_end), 1):
+                if n % _SERVICE_EVERY == 0:
+                    # One message can release millions of buffered changes (stream commit,
+                    # COMMIT PREPARED): keep answering keepalives during the replay.
+                    stream.service()
                 kind = type(event)
                 if kind is Change:
                     self._change(event)  # type: ignore[arg-type]
@@ -206,12 +228,19 @@ class Pipeline:
                 xid = self._tx_source.base["txId"] if self._tx_source else None
                 self._send(self.messages.topic, *self.messages.record(change.message, xid))
             return
-        if change.op in self.routing.skipped_ops or not self.routing.captured(relation):
-            return
+        if self.snapshots.is_private(relation):
+            return  # the bridge's own snapshot progress tables
         assert self._tx_source is not None
-        topic, encoder = self.encoders.get(relation)
-        for key, value in encoder.records(change, self._tx_source):
-            self._send(topic, key, value)
+        records: list[Record] = []
+        if change.op not in self.routing.skipped_ops and self.routing.captured(relation):
+            self._event_counts[relation.namespace, relation.name, change.op] += 1
+            topic, encoder = self.encoders.get(relation)
+            records = encoder.records(change, self._tx_source)
+            for key, value in records:
+                self._send(topic, key, value)
+        if self.incremental is not None:  # signals, watermarks, chunk rows at a window's end
+            for extra in self.incremental.on_change(change, records, self._tx_source):
+                self._send(*extra)
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         assert self._tx is not None
@@ -226,6 +255,7 @@ class Pipeline:
             counts = event.event_count_by_table
             self._send(self.txmeta.topic, *self.txmeta.end(self._tx_ident, event.commit_ts, counts))
         self.tracker.close_tx(self._tx, event.end_lsn)
+        self.metrics.committed(event.end_lsn, event.commit_ts)
         self._tx = None
         if self.eos is not None:
             self.eos.after_tx(event.end_lsn, self._tx_records)
@@ -257,6 +287,7 @@ class Pipeline:
         self.producer.produce_untracked(topic, key, value)
 
     def _idle(self) -> None:
+        self.metrics.tick()
         if self.eos is not None and self._tx is None:
             self.eos.commit()
         now = time.monotonic()
@@ -276,9 +307,11 @@ class Pipeline:
         if idle is not None:
             idle = max(idle, self.stream.server_wal_end)
         holds = [h for h in (self.assembler.hold_lsn(), self._eos_hold()) if h is not None]
-        self.stream.confirm(
-            self.tracker.flush_lsn(idle_position=idle, hold_lsn=min(holds) if holds else None)
-        )
+        lsn = self.tracker.flush_lsn(idle_position=idle, hold_lsn=min(holds) if holds else None)
+        self.stream.confirm(lsn)
+        self.metrics.confirmed(lsn)
+        if self.incremental is not None:
+            self.incremental.on_acknowledged(lsn)
 
     def _eos_hold(self) -> int | None:
         return self.eos.hold_lsn() if self.eos is not None else None
@@ -302,12 +335,17 @@ class Pipeline:
         except BridgeError as exc:
             log.warning("closing the replication stream: %s", exc)
         self._catalog_conn.close()
+        self.snapshots.close()
 
 
 def run_pipeline(cfg: Config) -> None:
     """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
-    pipeline = Pipeline(cfg)
+    metrics = Metrics()
+    with operations(cfg, metrics):
+        _run_until_signalled(Pipeline(cfg, metrics))
 
+
+def _run_until_signalled(pipeline: Pipeline) -> None:
     def on_signal(signum: int, frame: FrameType | None) -> Any:
         log.info("signal %s: stopping", signal.Signals(signum).name)
         pipeline.stop()

@@ -109,6 +109,13 @@ def _config_error(reason: str, overrides: Mapping[str, ConfigValue]) -> ConfigEr
     )
 
 
+class ProducerStoppedError(Exception):
+    """A stop was requested while the producer was full; the record was not queued.
+
+    Its transaction stays unacknowledged, so PostgreSQL sends it again on restart.
+    """
+
+
 def _refused(topic: str, exc: KafkaException) -> DeliveryError:
     """The client refused a record outright; a fatal state has its own explanation."""
     err = exc.args[0]
@@ -171,6 +178,7 @@ class Producer:
         self._unpolled = 0
         self._closed = False
         self.blocked_turns = 0  # waits for Kafka to make room (a metric)
+        self.stopping = False  # set from a signal handler: stop waiting for room
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, handle: TxHandle) -> None:
         """Queue one record of `handle`'s transaction; blocks (serviced) while full.
@@ -190,6 +198,8 @@ class Producer:
                 self._produce(topic, value, key, on_delivery=handle)
                 break
             except BufferError:  # librdkafka's own queue is full
+                if self.stopping:
+                    raise ProducerStoppedError from None
                 self._blocked_turn()
             except KafkaException as exc:
                 error = _refused(topic, exc)
@@ -284,9 +294,13 @@ class Producer:
     def _wait_for_room(self, size: int) -> None:
         tracker = self._tracker
         # A lone record larger than the byte bound may go once nothing else is in flight.
-        while tracker.in_flight_records and (
-            tracker.in_flight_records >= self._max_records
-            or tracker.in_flight_bytes + size > self._max_bytes
+        while (
+            not self.stopping
+            and tracker.in_flight_records
+            and (
+                tracker.in_flight_records >= self._max_records
+                or tracker.in_flight_bytes + size > self._max_bytes
+            )
         ):
             self._blocked_turn()
 

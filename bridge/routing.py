@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.config import FiltersConfig
+from bridge.config import TOPIC_TEMPLATE, Config, FiltersConfig
 from bridge.decode.messages import Relation
 
 _TOPIC_INVALID = re.compile(r"[^A-Za-z0-9._-]")
@@ -13,12 +13,17 @@ _TOPIC_INVALID = re.compile(r"[^A-Za-z0-9._-]")
 class Routing:
     """Table filters and topic names, decided once per relation version."""
 
-    def __init__(self, prefix: str, filters: FiltersConfig) -> None:
+    def __init__(self, prefix: str, filters: FiltersConfig, template: str = TOPIC_TEMPLATE) -> None:
         self.prefix = prefix
+        self.template = template  # validated by KafkaConfig
         self._include = [re.compile(p) for p in filters.include_tables]
         self._exclude = [re.compile(p) for p in filters.exclude_tables]
         self.skipped_ops = frozenset(filters.skipped_operations)
         self._decided: dict[int, tuple[Relation, bool]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Routing:
+        return cls(cfg.kafka.topic_prefix, cfg.filters, cfg.kafka.topic_template)
 
     def matches(self, schema: str, table: str) -> bool:
         name = f"{schema}.{table}"
@@ -34,7 +39,9 @@ class Routing:
         return entry[1]
 
     def topic(self, relation: Relation) -> str:
-        """`<prefix>.<schema>.<table>`; characters Kafka refuses in a topic name become `_`
-        (as Debezium does), so a table named "order items" still streams."""
-        name = f"{relation.namespace}.{relation.name}"
-        return f"{self.prefix}.{_TOPIC_INVALID.sub('_', name)}"
+        """`kafka.topic_template` filled in; characters Kafka refuses in a topic name become
+        `_` (as Debezium does), so a table named "order items" still streams."""
+        name = self.template.format(
+            prefix=self.prefix, schema=relation.namespace, table=relation.name
+        )
+        return _TOPIC_INVALID.sub("_", name)

@@ -17,7 +17,9 @@ from typing import Any, Literal
 from fastavro import parse_schema, schemaless_writer
 
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
+from bridge.errors import SchemaError
 from bridge.events.model import Change
+from bridge.schema.fastwriter import compile_writer
 from bridge.schema.table import TableCodec
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
@@ -25,18 +27,49 @@ ToastMode = Literal["list", "placeholder"]
 _HEADER = struct.Struct(">bI")
 
 
-def framed_writer(schema: dict[str, Any], schema_id: int) -> Callable[[Any], bytes]:
-    """Encoder for one registered schema: Confluent header + Avro binary body."""
-    parsed = parse_schema(schema)
+def framed_writer(
+    schema: dict[str, Any], schema_id: int, label: str = "record"
+) -> Callable[[Any], bytes]:
+    """Encoder for one registered schema: Confluent header + Avro binary body.
+
+    The body comes from a writer compiled for this schema (`fastwriter`, byte-for-byte
+    fastavro's output at about twice the speed), or from fastavro for the constructs it
+    does not compile. A value the schema cannot hold (an xid8 above 2^63) is a
+    SchemaError naming `label`, not a bare ValueError."""
     header = _HEADER.pack(0, schema_id)
+    try:
+        body = compile_writer(schema)
+    except SchemaError:
+        body = _fastavro_body(schema)
 
     def write(datum: Any) -> bytes:
+        try:
+            return header + body(datum)
+        except (
+            TypeError,
+            ValueError,
+            OverflowError,
+            KeyError,
+            AttributeError,
+            struct.error,
+        ) as exc:
+            raise SchemaError(
+                f"{label}: a value does not fit its Avro schema: {exc!r}",
+                hint="report this with the table definition; the change was not produced",
+            ) from None
+
+    return write
+
+
+def _fastavro_body(schema: dict[str, Any]) -> Callable[[Any], bytes]:
+    parsed = parse_schema(schema)
+
+    def body(datum: Any) -> bytes:
         buf = io.BytesIO()
-        buf.write(header)
         schemaless_writer(buf, parsed, datum)
         return buf.getvalue()
 
-    return write
+    return body
 
 
 class TxSource:
@@ -81,8 +114,13 @@ class ChangeEncoder:
         self.table = table
         self.toast_mode = toast_mode
         self.tombstones = tombstones
-        self._key = framed_writer(table.key_schema, key_id) if table.key_schema and key_id else None
-        self._value = framed_writer(table.envelope_schema, value_id)
+        label = f"{table.relation.namespace}.{table.relation.name}"
+        self._key = (
+            framed_writer(table.key_schema, key_id, f"{label} key")
+            if table.key_schema and key_id is not None
+            else None
+        )
+        self._value = framed_writer(table.envelope_schema, value_id, label)
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/t, a delete followed by a tombstone, and a primary-key

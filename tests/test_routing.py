@@ -1,5 +1,11 @@
-from bridge.config import FiltersConfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bridge.config import FiltersConfig, KafkaConfig, load_config
 from bridge.decode.messages import Column, Relation
+from bridge.errors import ConfigError
 from bridge.routing import Routing
 
 
@@ -28,3 +34,36 @@ def test_decision_follows_relation_versions() -> None:
     routing = Routing("p", FiltersConfig(exclude_tables=("public\\.t",)))
     assert not routing.captured(rel("public", "t", 7))
     assert routing.captured(rel("public", "renamed", 7))  # ALTER TABLE RENAME: new decision
+
+
+def test_topic_template_fills_placeholders_and_keeps_the_replacement() -> None:
+    routing = Routing("shop", FiltersConfig(), "cdc-{table}.{schema}.v1")
+    assert routing.topic(rel("public", "orders")) == "cdc-orders.public.v1"
+    assert routing.topic(rel("Sales", "order items")) == "cdc-order_items.Sales.v1"
+    assert Routing("shop", FiltersConfig(), "{table}").topic(rel("s", "zürich")) == "z_rich"
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{prefix}.{tabel}", "unknown placeholder {tabel}"),
+        ("{prefix}.{schema}", "must contain {table}"),
+        ("{prefix}.{table", "cannot format"),
+        ("{0}.{table}", "unknown placeholder {0}"),
+        ("{table!r}", "unknown placeholder {table}"),
+        ("{table.upper}", "unknown placeholder {table.upper}"),
+    ],
+)
+def test_topic_template_is_checked_at_config_load(
+    template: str, problem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BRIDGE_KAFKA__TOPIC_TEMPLATE", raising=False)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"kafka": {"topic_template": template}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^invalid configuration: kafka\.topic_template: ") as e:
+        load_config(path)
+    assert problem in str(e.value) and repr(template) in str(e.value)
+
+
+def test_default_topic_template_matches_the_old_naming() -> None:
+    assert KafkaConfig().topic_template == "{prefix}.{schema}.{table}"

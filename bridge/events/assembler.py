@@ -135,7 +135,7 @@ class EventAssembler:
         self._sink: _Pending | None = None  # open stream block or Begin Prepare
         self._streams: dict[int, _Pending] = {}  # top-level xid -> undecided
         self._prepared: dict[str, _Pending] = {}  # gid -> prepared, undecided
-        self._wal_end: int | None = None
+        self._wal_end = 0  # nothing received yet: idle at the start position
         self._handlers: dict[type[Any], Callable[[Any, bytes], Iterable[Event]]] = {
             Insert: self._row,
             Update: self._row,

@@ -65,6 +65,7 @@ def _parse_general(
     text: str, token: re.Pattern[str], elem: Callable[[str], Any], depth: int
 ) -> list[Any]:
     stack: list[list[Any]] = []
+    scalars: list[bool] = []  # per open level: holds elements (PostgreSQL arrays are regular)
     root: list[Any] | None = None
     dims = pos = 0
     for match in token.finditer(text):
@@ -77,10 +78,14 @@ def _parse_general(
                 raise ValueError(f"array nested deeper than {MAX_DIMS}")
             child: list[Any] = []
             if stack:
+                if scalars[-1]:
+                    raise ValueError(f"sub-array beside elements at {match.start()}")
                 stack[-1].append(child)
             stack.append(child)
+            scalars.append(False)
         elif brace == "}":
             done = stack.pop()
+            scalars.pop()
             if not stack:
                 root = done
         else:
@@ -89,7 +94,10 @@ def _parse_general(
                 continue
             if not stack:
                 raise ValueError(f"array element outside braces at {match.start()}")
-            dims = max(dims, len(stack))
+            if (stack[-1] and not scalars[-1]) or (dims and dims != len(stack)):
+                raise ValueError(f"irregular array: element at {match.start()}")
+            dims = len(stack)
+            scalars[-1] = True
             stack[-1].append(value)
     if root is None or pos != len(text):
         raise ValueError("unterminated array text")

@@ -7,11 +7,13 @@ them is produced.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from bridge.config import Config
 from bridge.decode.messages import Relation
-from bridge.schema.catalog import TypeCatalog
+from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.registry import Registry, subject_name
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
@@ -29,11 +31,15 @@ def load_table_details(conn: Any, relid: int) -> TableDetails:
     """Primary key and array dimensions, which the Relation message does not carry."""
     rows = conn.execute(_DETAILS_SQL, (relid,)).fetchall()
     columns = {name: ColumnDetails(max(ndims or 1, 1)) for name, ndims, _ in rows}
-    pk = tuple(name for name, _, pos in sorted((r for r in rows if r[2]), key=lambda r: r[2]))
+    # indkey is an int2vector: 0-based, so the first key column is at position 0
+    in_key = sorted((r for r in rows if r[2] is not None), key=lambda r: r[2])
+    pk = tuple(name for name, _, _ in in_key)
     return TableDetails(pk, columns)
 
 
 class EncoderCache:
+    """`exclude_columns`: `filters.exclude_columns`, compiled once for every relation version."""
+
     def __init__(
         self,
         registry: Registry,
@@ -46,6 +52,7 @@ class EncoderCache:
         toast_mode: ToastMode,
         tombstones: bool,
         binary: bool,
+        exclude_columns: Iterable[str] = (),
     ) -> None:
         self._registry = registry
         self._catalog = catalog
@@ -56,6 +63,7 @@ class EncoderCache:
         self._toast_mode: ToastMode = toast_mode
         self._tombstones = tombstones
         self._binary = binary
+        self._exclude_columns = tuple(re.compile(p) for p in exclude_columns)
         self._by_oid: dict[int, tuple[Relation, str, ChangeEncoder]] = {}
 
     def get(self, relation: Relation) -> tuple[str, ChangeEncoder]:
@@ -68,7 +76,12 @@ class EncoderCache:
 
     def _build(self, relation: Relation) -> tuple[str, ChangeEncoder]:
         table = TableCodec(
-            relation, self._catalog, self._details(relation.oid), self._options, self._server
+            relation,
+            self._catalog,
+            self._details(relation.oid),
+            self._options,
+            self._server,
+            exclude_columns=self._exclude_columns,
         )
         if self._binary:
             table.check_binary()
@@ -85,3 +98,26 @@ class EncoderCache:
             table, key_id, value_id, toast_mode=self._toast_mode, tombstones=self._tombstones
         )
         return topic, encoder
+
+
+def encoder_cache(
+    cfg: Config,
+    conn: Any,
+    registry: Registry,
+    topic_for: Callable[[Relation], str],
+    *,
+    binary: bool,
+) -> EncoderCache:
+    """The encoders as configured: shared by the stream and the snapshot readers."""
+    return EncoderCache(
+        registry,
+        PgCatalog(conn),
+        lambda oid: load_table_details(conn, oid),
+        topic_for,
+        server_name=cfg.kafka.topic_prefix,
+        options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
+        toast_mode=cfg.avro.toast_mode,
+        tombstones=cfg.pipeline.tombstones,
+        binary=binary,
+        exclude_columns=cfg.filters.exclude_columns,
+    )

@@ -11,12 +11,15 @@ original PostgreSQL name is kept in the field property `pg.name`.
 Every row field is `["null", T]` with default null, key columns included in the
 row: a delete's before-image under REPLICA IDENTITY DEFAULT carries only the key,
 and nullable fields keep every ALTER TABLE BACKWARD-compatible.
+
+Columns matched by `filters.exclude_columns` are absent from the row schema and rows;
+the kept column indexes are decided here, so the per-row cost does not grow.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Relation
@@ -69,16 +72,18 @@ class TableCodec:
     """Schemas and converters for one version of one table."""
 
     __slots__ = (
-        "binary",
+        "_plan",
+        "_width",
         "envelope_schema",
         "field_names",
+        "kept",
         "key_index",
+        "key_names",
         "key_schema",
         "namespace",
         "placeholders",
         "relation",
         "row_name",
-        "text",
     )
 
     def __init__(
@@ -88,22 +93,30 @@ class TableCodec:
         details: TableDetails,
         options: CodecOptions,
         server_name: str,
+        *,
+        exclude_columns: Iterable[re.Pattern[str]] = (),
     ) -> None:
         self.relation = relation
-        names = unique_names([c.name for c in relation.columns])
+        self._width = len(relation.columns)
+        self.kept = self._kept_columns(relation, tuple(exclude_columns))
+        self.key_index = self._key_columns(relation, details)
+        self._check_key_kept()
+        columns = [relation.columns[i] for i in self.kept]
+        names = unique_names([c.name for c in columns])
         self.field_names = tuple(names)
         self.namespace = ".".join(
             avro_name(p) for p in (server_name, relation.namespace, relation.name)
         )
         codecs = [
-            self._codec(c.name, c.type_oid, c.typmod, catalog, details, options)
-            for c in relation.columns
+            self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
-        self.text: tuple[Converter, ...] = tuple(c.from_text for c in codecs)
-        self.binary: tuple[Converter | None, ...] = tuple(c.from_binary for c in codecs)
+        self._plan: tuple[tuple[int, str, Converter, Converter | None], ...] = tuple(
+            (i, name, c.from_text, c.from_binary)
+            for i, name, c in zip(self.kept, names, codecs, strict=True)
+        )
         fields = [
             {
                 "name": name,
@@ -112,20 +125,25 @@ class TableCodec:
                 "pg.name": col.name,
                 "pg.type": codec.pg_type_name,
             }
-            for name, col, codec in zip(names, relation.columns, codecs, strict=True)
+            for name, col, codec in zip(names, columns, codecs, strict=True)
         ]
         self.row_name = f"{self.namespace}.Value"
         row = {"type": "record", "name": "Value", "namespace": self.namespace, "fields": fields}
-        self.key_index = self._key_columns(relation, details)
+        position = {col: pos for pos, col in enumerate(self.kept)}
+        key_pos = [position[i] for i in self.key_index]
+        self.key_names = tuple(names[pos] for pos in key_pos)
         self.key_schema: dict[str, Any] | None = None
-        if self.key_index:
+        if key_pos:
             key_fields = [
                 {
-                    "name": names[i],
-                    "type": codecs[i].avro_schema,
-                    "pg.name": relation.columns[i].name,
+                    "name": names[pos],
+                    # a NaN numeric key converts to None (decimal has no NaN)
+                    "type": ["null", codecs[pos].avro_schema]
+                    if codecs[pos].may_be_null
+                    else codecs[pos].avro_schema,
+                    "pg.name": columns[pos].name,
                 }
-                for i in self.key_index
+                for pos in key_pos
             ]
             self.key_schema = fold_named_types(
                 {"type": "record", "name": "Key", "namespace": self.namespace, "fields": key_fields}
@@ -170,6 +188,28 @@ class TableCodec:
         return column_codec(type_oid, typmod, catalog, options, col.ndims if col else 1)
 
     @staticmethod
+    def _kept_columns(relation: Relation, exclude: tuple[re.Pattern[str], ...]) -> tuple[int, ...]:
+        prefix = f"{relation.namespace}.{relation.name}."
+        return tuple(
+            i
+            for i, c in enumerate(relation.columns)
+            if not any(p.fullmatch(prefix + c.name) for p in exclude)
+        )
+
+    def _check_key_kept(self) -> None:
+        """The record key identifies the row (partitioning, compaction): it cannot lose a part."""
+        kept = set(self.kept)
+        for i in self.key_index:
+            if i not in kept:
+                rel = self.relation
+                raise SchemaError(
+                    f"filters.exclude_columns excludes {rel.namespace}.{rel.name}."
+                    f"{rel.columns[i].name}, a key column of that table",
+                    hint="narrow the pattern so that it matches no primary-key or "
+                    "replica-identity column",
+                )
+
+    @staticmethod
     def _key_columns(relation: Relation, details: TableDetails) -> tuple[int, ...]:
         """Primary key columns (as Debezium keys), else the replica identity index."""
         names = [c.name for c in relation.columns]
@@ -180,9 +220,10 @@ class TableCodec:
         return tuple(i for i, c in enumerate(relation.columns) if c.is_key)
 
     def check_binary(self) -> None:
-        """Binary tuples need a binary converter for every column; say which one lacks it."""
-        for col, conv in zip(self.relation.columns, self.binary, strict=True):
+        """Binary tuples need a binary converter for every kept column; say which one lacks it."""
+        for i, _, _, conv in self._plan:
             if conv is None:
+                col = self.relation.columns[i]
                 raise SchemaError(
                     f"{self.relation.namespace}.{self.relation.name}.{col.name}: type oid "
                     f"{col.type_oid} has no binary decoder",
@@ -198,35 +239,32 @@ class TableCodec:
     ) -> dict[str, Any]:
         """Convert one TupleData; names of unchanged-TOAST columns go to `unchanged`."""
         out: dict[str, Any] = {}
-        names = self.field_names
-        if len(kinds) != len(names):
+        if len(kinds) != self._width:
             raise ProtocolError(
                 "tuple",
                 0,
                 f"{len(kinds)} columns for {self.relation.namespace}.{self.relation.name}, "
-                f"whose Relation message has {len(names)}",
+                f"whose Relation message has {self._width}",
             )
-        text = self.text
-        for i, kind in enumerate(kinds):
+        for i, name, text, binary in self._plan:
+            kind = kinds[i]
             if kind == KIND_TEXT:
-                out[names[i]] = text[i](values[i])  # type: ignore[arg-type]
+                out[name] = text(values[i])  # type: ignore[arg-type]
             elif kind == KIND_BINARY:
-                conv = self.binary[i]
-                if conv is None:
+                if binary is None:
                     self.check_binary()
                 else:
-                    out[names[i]] = conv(values[i])  # type: ignore[arg-type]
+                    out[name] = binary(values[i])  # type: ignore[arg-type]
             elif kind == KIND_NULL:
-                out[names[i]] = None
+                out[name] = None
             elif kind == KIND_UNCHANGED:
-                out[names[i]] = None
+                out[name] = None
                 if unchanged is not None:
-                    unchanged.append(names[i])
+                    unchanged.append(name)
         return out
 
     def key(self, row: dict[str, Any]) -> dict[str, Any]:
-        names = self.field_names
-        return {names[i]: row[names[i]] for i in self.key_index}
+        return {name: row[name] for name in self.key_names}
 
 
 def _placeholder(schema: Any) -> Any:

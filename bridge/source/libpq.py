@@ -51,8 +51,9 @@ def connect(conninfo: dict[str, Any], *, replication: bool) -> psycopg.Connectio
         where = f"{params.get('host')}:{params.get('port')}/{params.get('dbname')}"
         raise SourceError(
             f"cannot connect to PostgreSQL at {where} as {params.get('user')}: {str(exc).strip()}",
-            hint="check source.host/port/dbname/user/password and that the server accepts "
-            "connections (pg_hba.conf allows 'replication' for this role)",
+            hint="check source.host/port/dbname/user/password (and sslmode/sslrootcert for a TLS "
+            "error) and that the server accepts connections (pg_hba.conf allows 'replication' "
+            "for this role)",
         ) from None
 
 
@@ -105,9 +106,12 @@ class ReplicationConnection:
 
     def write_copy(self, data: bytes) -> None:
         """Queue one CopyData message and push it to the socket."""
-        if self._pg.put_copy_data(data) != 1:
+        try:
+            if self._pg.put_copy_data(data) != 1:
+                self._raise_connection("sending a status update")
+            self._flush()
+        except psycopg.OperationalError:
             self._raise_connection("sending a status update")
-        self._flush()
 
     def finish_copy(self, timeout: float = 5.0) -> None:
         """CopyDone, then drain until the server ends the stream (clean shutdown).

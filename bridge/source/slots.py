@@ -122,8 +122,8 @@ def ensure_publication(
     if mode == "disabled":
         raise SourceError(
             f"publication {name!r} does not exist",
-            hint=f"create it (CREATE PUBLICATION {name} FOR TABLE ...) or set "
-            "source.publication_mode: all_tables",
+            hint=f"create it (CREATE PUBLICATION {sql.Identifier(name).as_string()} FOR TABLE "
+            "...) or set source.publication_mode: all_tables",
         )
     if mode == "filtered":
         if not tables:

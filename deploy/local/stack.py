@@ -10,6 +10,11 @@ leaves no process behind. Tests (tests/conftest.py) and `bridge demo` import thi
 
 CLI for humans and the demo: `python deploy/local/stack.py up` prints one JSON line of connection
 info and runs until SIGINT/SIGTERM.
+
+Secured variant (tests/security): `Stack(tls=True)` gives every server a certificate from a fresh
+test CA (`stack.ca`) and refuses plain connections; `kafka_users` adds SASL SCRAM-SHA-512
+credentials; `registry_auth` makes the registry authenticate against an OpenID Connect issuer.
+`stack.kafka_client_config()` is how a client gets into such a broker.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -37,24 +42,46 @@ from stack_install import find_java_home  # noqa: E402
 from stack_kafka import Kafka  # noqa: E402
 from stack_postgres import Postgres  # noqa: E402
 from stack_proc import WATCHDOG, StackError  # noqa: E402
-from stack_registry import Registry  # noqa: E402
+from stack_registry import Registry, RegistryAuth  # noqa: E402
+from stack_tls import CertificateAuthority  # noqa: E402
 
-__all__ = ["Stack", "StackError"]
+__all__ = ["RegistryAuth", "Stack", "StackError"]
 
 
 class Stack:
     """Owns the three servers and their work dir; every stop is idempotent."""
 
-    def __init__(self, workdir: Path | None = None, *, keep_workdir: bool = False) -> None:
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        *,
+        keep_workdir: bool = False,
+        tls: bool = False,
+        kafka_users: Mapping[str, str] | None = None,
+        registry_auth: RegistryAuth | None = None,
+    ) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pgkb-stack-"))
         self.workdir.chmod(0o755)  # the postgres OS user must reach its data dir
         self.log_dir = self.workdir / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.keep_workdir = keep_workdir or bool(os.environ.get("PGKB_KEEP_STACK"))
-        self.postgres = Postgres(self.workdir, self.log_dir)
-        self.kafka = Kafka(self.workdir, self.log_dir)
-        self.registry = Registry(self.workdir, self.log_dir)
+        self.ca = CertificateAuthority(self.workdir / "tls") if tls else None
+        self.postgres = Postgres(
+            self.workdir, self.log_dir, tls=self.ca.issue("postgres") if self.ca else None
+        )
+        self.kafka = Kafka(
+            self.workdir,
+            self.log_dir,
+            tls=self.ca.issue("kafka") if self.ca else None,
+            scram_users=kafka_users,
+        )
+        self.registry = Registry(
+            self.workdir,
+            self.log_dir,
+            tls=self.ca.issue("registry") if self.ca else None,
+            auth=registry_auth,
+        )
         self.timings: dict[str, float] = {}
         self._stopped = False
         if self._own_workdir and not self.keep_workdir:
@@ -86,6 +113,10 @@ class Stack:
     @property
     def kafka_bootstrap(self) -> str:
         return self.kafka.bootstrap_servers
+
+    def kafka_client_config(self) -> dict[str, Any]:
+        """librdkafka settings that get a client into this broker (its admin user under SASL)."""
+        return self.kafka.client_config()
 
     @property
     def registry_url(self) -> str:

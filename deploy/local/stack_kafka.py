@@ -2,21 +2,35 @@
 
 Ports and the data dir are fixed at construction, so a fault test can stop the broker and start
 it again where clients expect it, with its log intact.
+
+Optionally secured (tests/security): `tls` puts the client listener behind TLS, `scram_users`
+makes it require SASL SCRAM-SHA-512 with those credentials (written at storage format time, like
+`kafka-storage format --add-scram`), both give SASL_SSL. The broker talks to itself over the
+same listener as an extra admin user; the controller listener stays plaintext on loopback.
+`client_config()` is what a librdkafka client needs to get in, as that admin.
 """
 
 from __future__ import annotations
 
 import base64
+import secrets
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka.admin import AdminClient
 from stack_install import HERE, cached_build, run_maven
 from stack_proc import ManagedProcess, free_port, port_open, run_logged, wait_until
 
+if TYPE_CHECKING:
+    from stack_tls import TlsFiles
+
 COMPONENT = "kafka"
 KAFKA_VERSION = "4.3.1"
 START_TIMEOUT = 120.0
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN_USER = "kafka-admin"
 
 LOG4J2 = """\
 status = warn
@@ -57,13 +71,27 @@ def kafka_libs(java_home: Path, log_path: Path) -> Path:
 
 
 class Kafka:
-    def __init__(self, workdir: Path, log_dir: Path) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        log_dir: Path,
+        *,
+        tls: TlsFiles | None = None,
+        scram_users: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = workdir / "kafka"
         self.data_dir = self.root / "data"
         self.config_path = self.root / "server.properties"
         self.log_path = log_dir / "kafka.log"
         self.port = free_port()
         self.controller_port = free_port()
+        self.tls = tls
+        self.scram_users = dict(scram_users or {})
+        if self.scram_users:  # the broker's own login on its SASL listener
+            self.scram_users[ADMIN_USER] = secrets.token_hex(16)
+        self.security_protocol = ("SASL_" if self.scram_users else "") + (
+            "SSL" if tls is not None else "PLAINTEXT"
+        )
         self._process: ManagedProcess | None = None
         self._java = Path()
         self._libs = Path()
@@ -71,6 +99,20 @@ class Kafka:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings to reach the client listener (as the admin user under SASL)."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+        }
+        if self.tls is not None:
+            conf["ssl.ca.location"] = str(self.tls.ca)
+        if self.scram_users:
+            conf["sasl.mechanism"] = SCRAM_MECHANISM
+            conf["sasl.username"] = ADMIN_USER
+            conf["sasl.password"] = self.scram_users[ADMIN_USER]
+        return conf
 
     def install(self, java_home: Path) -> None:
         self._java = java_home / "bin" / "java"
@@ -94,17 +136,18 @@ class Kafka:
         """Write the config and format storage with a fresh random cluster id."""
         self.root.mkdir(parents=True)
         (self.root / "log4j2.properties").write_text(LOG4J2)
+        listener = self.security_protocol
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": (
-                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+                f"{listener}://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
             ),
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "advertised.listeners": f"{listener}://127.0.0.1:{self.port}",
+            "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": listener,
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
@@ -116,18 +159,54 @@ class Kafka:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            **self._security_props(listener),
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.config_path.chmod(0o600)  # holds the admin password under SASL
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        scram = [
+            arg
+            for user, password in self.scram_users.items()
+            for arg in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")
+        ]
         run_logged(
             COMPONENT,
             self._java_argv(
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config_path)
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(self.config_path),
+                *scram,
             ),
             self.log_path,
             cwd=self.root,
             timeout=120.0,
         )
+
+    def _security_props(self, listener: str) -> dict[str, str]:
+        props: dict[str, str] = {}
+        if self.tls is not None:
+            props |= {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.tls.keystore()),
+                "ssl.truststore.type": "PEM",  # the broker's own client checks its certificate
+                "ssl.truststore.location": str(self.tls.ca),
+            }
+        if self.scram_users:
+            login = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{ADMIN_USER}" password="{self.scram_users[ADMIN_USER]}";'
+            )
+            props |= {
+                "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+                f"listener.name.{listener.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+                    login
+                ),
+            }
+        return props
 
     def start(self) -> None:
         if self._process is not None and self._process.alive():
@@ -148,7 +227,7 @@ class Kafka:
         # Probe the socket first: librdkafka logs every refused connection to stderr.
         if not port_open(self.port):
             return False
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient(self.client_config())
         metadata = admin.list_topics(timeout=5)
         return bool(metadata.brokers)
 

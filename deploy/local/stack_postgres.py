@@ -16,12 +16,15 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
 from stack_install import ensure_apt_packages
 from stack_proc import ManagedProcess, StackError, free_port, run_logged, wait_until
+
+if TYPE_CHECKING:
+    from stack_tls import TlsFiles
 
 COMPONENT = "postgresql"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -36,6 +39,17 @@ local   all          all                   scram-sha-256
 local   replication  all                   scram-sha-256
 host    all          all     127.0.0.1/32  scram-sha-256
 host    replication  all     127.0.0.1/32  scram-sha-256
+"""
+
+# With a server certificate: TCP only inside TLS, and a plain connection is told so explicitly.
+HBA_TLS = """\
+# Written by deploy/local/stack.py: TCP only over TLS, passwords for every connection.
+local      all          all                   scram-sha-256
+local      replication  all                   scram-sha-256
+hostssl    all          all     127.0.0.1/32  scram-sha-256
+hostssl    replication  all     127.0.0.1/32  scram-sha-256
+hostnossl  all          all     0.0.0.0/0     reject
+hostnossl  replication  all     0.0.0.0/0     reject
 """
 
 
@@ -69,7 +83,9 @@ class Postgres:
     """One throwaway cluster; stop/start keep the data dir and port (for restart tests).
 
     The keyword arguments select another build (its lib dir goes on LD_LIBRARY_PATH) and name the
-    cluster's subdirectory and log, so a second cluster can share the work dir.
+    cluster's subdirectory and log, so a second cluster can share the work dir. With `tls` the
+    server serves that certificate, refuses TCP without TLS, and `dsn()` verifies it
+    (`sslmode=verify-full` against `tls.ca`).
     """
 
     def __init__(
@@ -81,6 +97,7 @@ class Postgres:
         bin_dir: Path = PG_BIN,
         lib_dir: Path | None = None,
         pglogical: bool = True,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.root = workdir / name
         self.data_dir = self.root / "data"
@@ -89,6 +106,7 @@ class Postgres:
         self.bin_dir = bin_dir
         self.lib_dir = lib_dir
         self.pglogical = pglogical
+        self.tls = tls
         self.host = "127.0.0.1"
         self.port = free_port()
         self.user = SUPERUSER
@@ -96,6 +114,8 @@ class Postgres:
         self._process: ManagedProcess | None = None
 
     def dsn(self, dbname: str = "postgres", **params: str) -> str:
+        if self.tls is not None:
+            params = {"sslmode": "verify-full", "sslrootcert": str(self.tls.ca), **params}
         return psycopg.conninfo.make_conninfo(
             host=self.host,
             port=self.port,
@@ -141,10 +161,23 @@ class Postgres:
         )
         pwfile.unlink()
         settings = _settings(self.port, self.socket_dir, pglogical=self.pglogical)
+        if self.tls is not None:
+            settings.update(self._install_certificate(self.tls))
         conf = "".join(f"{k} = {v}\n" for k, v in settings.items())
         with (self.data_dir / "postgresql.conf").open("a") as handle:
             handle.write("\n# deploy/local/stack.py\n" + conf)
-        (self.data_dir / "pg_hba.conf").write_text(HBA)
+        (self.data_dir / "pg_hba.conf").write_text(HBA if self.tls is None else HBA_TLS)
+
+    def _install_certificate(self, tls: TlsFiles) -> dict[str, str]:
+        """Copy the pair where the server's OS user owns it: it refuses a key others can read."""
+        cert, key = self.data_dir / "server.crt", self.data_dir / "server.key"
+        shutil.copyfile(tls.cert, cert)
+        shutil.copyfile(tls.key, key)
+        key.chmod(0o600)
+        if OS_USER is not None:
+            shutil.chown(cert, OS_USER, OS_USER)
+            shutil.chown(key, OS_USER, OS_USER)
+        return {"ssl": "on", "ssl_cert_file": f"'{cert}'", "ssl_key_file": f"'{key}'"}
 
     def _env(self) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/tmp"}

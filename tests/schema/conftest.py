@@ -1,25 +1,19 @@
-"""A throwaway PostgreSQL 15 cluster per test module (the live type round-trip tests).
+"""A database per test module on the shared session stack (the live type round-trip tests).
 
-Kept small and self-contained on purpose: it is meant to be swapped for the
-shared stack fixture later.
+Module scope, not the function-scoped `pg_db` of tests/conftest.py: the type tests
+only read values back, so one database with the extensions and user types below
+serves a whole module, and a module that alters a type (test_catalog) cannot leak
+that into another.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
-
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-ROOT = Path("/tmp/pgtypes-pg")
-DATA = ROOT / "data"
-PORT = 55434
-DSN = f"host=127.0.0.1 port={PORT} user=postgres dbname=postgres connect_timeout=10"
 
 SETUP_SQL = """
 CREATE EXTENSION hstore;
@@ -36,37 +30,18 @@ CREATE TYPE moodrange AS RANGE (subtype = mood);
 """
 
 
-def _as_postgres(*args: str) -> None:
-    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=120)
-
-
-def _pg_ctl(*args: str) -> None:
-    _as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(DATA), *args)
-
-
 @pytest.fixture(scope="module")
-def pg_dsn() -> Iterator[str]:
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip("PostgreSQL 15 server binaries are not installed")
-    if (DATA / "postmaster.pid").exists():  # left over by an interrupted run
-        _pg_ctl("stop", "-m", "immediate", "-w")
-    shutil.rmtree(ROOT, ignore_errors=True)
-    ROOT.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(ROOT, "postgres", "postgres")
-    _as_postgres(
-        str(PG_BIN / "initdb"), "-D", str(DATA), "-U", "postgres", "--auth=trust",
-        "-E", "UTF8", "--locale=C.UTF-8",
-    )  # fmt: skip
-    options = f"-p {PORT} -k {ROOT} -c listen_addresses=127.0.0.1 -c fsync=off"
-    _pg_ctl("start", "-w", "-t", "60", "-l", str(ROOT / "log"), "-o", options)
+def pg_dsn(stack: Any) -> Iterator[str]:
+    name = f"types_{uuid.uuid4().hex[:12]}"
+    stack.create_database(name)
     try:
-        with psycopg.connect(DSN, autocommit=True) as conn:
+        dsn = str(stack.dsn(name))
+        with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SETUP_SQL)
-        yield DSN
+        yield dsn
     finally:
-        _pg_ctl("stop", "-m", "fast", "-w")
+        stack.ensure_running()
+        stack.drop_database(name)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,176 @@
+"""Avro encode rate for a 10-column row, through the real serializer; CPU only, no stack.
+
+    python bench/encode.py                # 200k rows, best of 3 runs per line
+    python bench/encode.py --rows 50000 --repeat 1
+
+Rates are per CPU second of this process (time.process_time), so other load on the
+machine inflates them less than wall-clock rates would.
+
+Rows are text-mode TupleData (what pgoutput sends by default) for a table of int,
+bigint, text, numeric(12,2), timestamptz, bool, jsonb, uuid, float8 and date. Lines:
+
+  records   ChangeEncoder.records on an insert: column conversion, the whole Debezium
+            envelope (before/after/source/op/ts_ms/...) and the key, both framed
+  convert   TableCodec.row alone (PostgreSQL text -> Python values)
+  envelope  fastavro schemaless_writer of the envelope for already converted rows
+  flat      fastavro schemaless_writer of the converted row as a flat record (the
+            row's own schema, no envelope): the floor for any fastavro-based writer
+  fastwriter          the `envelope` line with bridge/schema/fastwriter.py instead
+  records+fastwriter  the `records` line with fastwriter swapped into the encoder
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import random
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastavro import parse_schema, schemaless_writer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
+from bridge.events.model import Change
+from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.fastwriter import compile_writer
+from bridge.schema.table import TableCodec, TableDetails
+from bridge.serialize import ChangeEncoder, TxSource
+
+NUMERIC_12_2 = ((12 << 16) | 2) + 4
+COLUMNS = (
+    ("id", 23, -1),
+    ("big", 20, -1),
+    ("label", 25, -1),
+    ("amount", 1700, NUMERIC_12_2),
+    ("created", 1184, -1),
+    ("active", 16, -1),
+    ("doc", 3802, -1),
+    ("ref", 2950, -1),
+    ("score", 701, -1),
+    ("day", 1082, -1),
+)
+RELATION = Relation(
+    None,
+    16384,
+    "public",
+    "bench",
+    "d",
+    tuple(Column(1 if name == "id" else 0, name, oid, typmod) for name, oid, typmod in COLUMNS),
+)
+
+
+def text_rows(n: int, seed: int = 1) -> list[TupleData]:
+    """PostgreSQL's text output for n plausible rows."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        values = (
+            str(i),
+            str(rng.getrandbits(62)),
+            f"customer {rng.randrange(10**6)} of the bench",
+            f"{rng.randrange(10**9)}.{rng.randrange(100):02d}",
+            f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} "
+            f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}"
+            f".{rng.randrange(10**6):06d}+00",
+            rng.choice(("t", "f")),
+            f'{{"k": {rng.randrange(1000)}, "tags": ["a", "b"]}}',
+            str(uuid.UUID(int=rng.getrandbits(128))),
+            repr(rng.random() * 1e6),
+            f"20{rng.randint(10, 30)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        )
+        rows.append(TupleData(bytes([KIND_TEXT]) * len(values), tuple(v.encode() for v in values)))
+    return rows
+
+
+def framed_fast(schema: dict[str, Any], schema_id: int) -> Callable[[Any], bytes]:
+    """What serialize.framed_writer would become with the fastwriter prototype."""
+    header = struct.pack(">bI", 0, schema_id)
+    body = compile_writer(schema)
+    return lambda datum: header + body(datum)
+
+
+def best_rate(n: int, repeat: int, run: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        run()
+        best = min(best, time.process_time() - start)
+    return n / best
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    n = args.rows
+
+    table = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "b")
+    encoder = ChangeEncoder(table, 1, 2)
+    fast_encoder = ChangeEncoder(table, 1, 2)
+    assert table.key_schema is not None
+    fast_encoder._key = framed_fast(table.key_schema, 1)  # the swap the prototype proposes
+    fast_encoder._value = framed_fast(table.envelope_schema, 2)
+    tx = TxSource("b", "bench", 1234, 0x1_0000_0000, 0, "bench")
+    rows = text_rows(n)
+    changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
+    converted = [table.row(r.kinds, r.values, None) for r in rows]
+    envelope_schema = parse_schema(table.envelope_schema)
+    flat_schema = parse_schema(table.envelope_schema["fields"][0]["type"][1])
+    source = {**tx.base, "schema": "public", "table": "bench"}
+    size = sum(len(v or b"") for k, v in encoder.records(changes[0], tx)) if changes else 0
+
+    def records(using: ChangeEncoder) -> None:
+        for change in changes:
+            using.records(change, tx)
+
+    def convert() -> None:
+        for r in rows:
+            table.row(r.kinds, r.values, None)
+
+    def write_all(schema: Any, data: list[Any]) -> None:
+        buf = io.BytesIO()
+        for datum in data:
+            buf.seek(0)
+            schemaless_writer(buf, schema, datum)
+
+    envelopes: list[Any] = [
+        {
+            "before": None,
+            "after": (table.row_name, row),
+            "source": source,
+            "op": "c",
+            "ts_ms": 0,
+            "transaction": None,
+            "unchanged_fields": None,
+        }
+        for row in converted
+    ]
+    fast_envelope = compile_writer(table.envelope_schema)
+    for datum in envelopes[:1000]:  # same bytes, or the comparison is meaningless
+        buf = io.BytesIO()
+        schemaless_writer(buf, envelope_schema, datum)
+        assert fast_envelope(datum) == buf.getvalue()
+    lines = {
+        "records": best_rate(n, args.repeat, lambda: records(encoder)),
+        "convert": best_rate(n, args.repeat, convert),
+        "envelope": best_rate(n, args.repeat, lambda: write_all(envelope_schema, envelopes)),
+        "flat": best_rate(n, args.repeat, lambda: write_all(flat_schema, converted)),
+        "fastwriter": best_rate(n, args.repeat, lambda: list(map(fast_envelope, envelopes))),
+        "records+fastwriter": best_rate(n, args.repeat, lambda: records(fast_encoder)),
+    }
+    print(f"python {sys.version.split()[0]}, {n} rows, best of {args.repeat}, CPU time")
+    print(f"one insert = key + value, {size} bytes framed")
+    for name, rate in lines.items():
+        print(f"{name:18} {rate:>10,.0f} records/s  {1e6 / rate:6.2f} µs/record")
+
+
+if __name__ == "__main__":
+    main()

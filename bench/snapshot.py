@@ -1,0 +1,187 @@
+"""Initial snapshot throughput with 1 and N reader processes, on the real local stack.
+
+    python bench/snapshot.py [--rows 1000000] [--workers 1,4] [--chunk-size 10000]
+                             [--writes] [--verify] [--stack-json FILE]
+
+One table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2), ts timestamptz,
+flag bool`) of `--rows` rows, vacuumed and analyzed. For each worker count a fresh
+slot (so a fresh exported snapshot) and topic prefix; the bridge runs in this
+process (`Pipeline` on a thread, mode `initial`). Reported per run: seconds from
+`Pipeline.run()` until every snapshot chunk is delivered and recorded (reader
+start-up included) and the rows/s that makes.
+
+`--writes` keeps a session updating, deleting and inserting random rows in small
+transactions during the snapshot; `--verify` then stops the writes and checks that
+the keyed state in Kafka (last record per key, deletes and tombstones remove it)
+equals the table, row for row — the 1-million-row version of
+tests/snapshot/test_initial.py. Without `--stack-json` (the JSON line printed by
+`python deploy/local/stack.py up`) the local stack is started and stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bridge.config import Config  # noqa: E402
+from bridge.pipeline import Pipeline  # noqa: E402
+from tests.snapshot.helpers import (  # noqa: E402
+    TopicReader,
+    Writer,
+    keyed_state,
+    settings,
+    table_state,
+    wait_for,
+)
+
+DB = "bench_snapshot"
+TABLE = (
+    "CREATE TABLE t (id bigint PRIMARY KEY, v int, s text, n numeric(12,2), "
+    "ts timestamptz, flag bool)"
+)
+FILL = (
+    "INSERT INTO t SELECT g, g %% 1000, 'row ' || g || ' ' || md5(g::text), g / 7.0, "
+    "now() - g * interval '1 second', g %% 2 = 0 FROM generate_series(1, %s) g"
+)
+
+
+def start_stack(stack_json: str | None) -> tuple[Any, Any]:
+    """(connection info, the stack to stop or None) from a JSON file or a fresh stack."""
+    if stack_json:
+        info = json.loads(Path(stack_json).read_text().splitlines()[0])
+        return SimpleNamespace(**info), None
+    spec = importlib.util.spec_from_file_location(
+        "pgkb_local_stack", ROOT / "deploy" / "local" / "stack.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    stack = module.Stack()
+    stack.start()
+    return stack, stack
+
+
+def dsn(stack: Any, dbname: str) -> str:
+    return (
+        f"host={stack.pg_host} port={stack.pg_port} user={stack.pg_user} "
+        f"password={stack.pg_password} dbname={dbname}"
+    )
+
+
+def prepare(stack: Any, rows: int) -> None:
+    with psycopg.connect(dsn(stack, "postgres"), autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB,)).fetchone()
+        if not exists:
+            admin.execute(f"CREATE DATABASE {DB}")
+    with psycopg.connect(dsn(stack, DB), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS t")
+        conn.execute("DROP SCHEMA IF EXISTS bridge CASCADE")
+        conn.execute(TABLE)
+        t0 = time.monotonic()
+        conn.execute(FILL, (rows,))
+        conn.execute("VACUUM ANALYZE t")
+        print(f"table t: {rows:,} rows loaded in {time.monotonic() - t0:.1f}s", flush=True)
+
+
+def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -> float:
+    slot = f"bench_{uuid.uuid4().hex[:8]}"
+    prefix = f"bench{uuid.uuid4().hex[:8]}"
+    workdir = Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
+    config = settings(
+        stack, DB, slot, "bench", prefix, workdir, workers=workers, chunk_size=chunk_size
+    )
+    config["log"] = {"level": "WARNING"}
+    config["snapshot"]["progress_bar"] = "auto"
+    conn = psycopg.connect(dsn(stack, DB), autocommit=True)
+    rows = conn.execute("SELECT count(*) FROM t").fetchone()[0]  # type: ignore[index]
+    writer = Writer(dsn(stack, DB), "t", rows).start() if writes else None
+    pipeline = Pipeline(Config(**config))
+    thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
+    t0 = time.monotonic()
+    thread.start()
+
+    def finished() -> bool:
+        tables = pipeline.snapshots.progress.tables()
+        return bool(tables) and all(s.done for s in tables)
+
+    wait_for(finished, 3600, "the snapshot", every=0.02)
+    seconds = time.monotonic() - t0
+    read = sum(s.rows_done for s in pipeline.snapshots.progress.tables())
+    print(
+        f"workers={workers}: {read:,} rows in {seconds:.1f}s = {read / seconds:,.0f} rows/s",
+        flush=True,
+    )
+    if writer is not None:
+        writer.stop()
+        print(f"  {writer.transactions} write transactions ran during the snapshot", flush=True)
+    if verify:
+        reader = TopicReader(stack.kafka_bootstrap, stack.registry_url, f"{prefix}.public.t")
+        expected = table_state(conn, "t")
+        t1 = time.monotonic()
+        wait_for(lambda: keyed_state(reader.read(600)) == expected, 900, "Kafka = table", 1.0)
+        print(
+            f"  verified: Kafka's keyed state equals the table ({len(expected):,} rows, "
+            f"{len(reader.records):,} records read in {time.monotonic() - t1:.0f}s)",
+            flush=True,
+        )
+        reader.close()
+    pipeline.stop()
+    thread.join(120)
+
+    def released() -> bool:
+        row = conn.execute(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+        return row is not None and not row[0]
+
+    wait_for(released, 60, "the slot to be released")
+    conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    conn.execute("DROP SCHEMA bridge CASCADE")  # the next run snapshots again
+    conn.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return read / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--workers", default="1,4", help="comma-separated reader counts")
+    parser.add_argument("--chunk-size", type=int, default=10_000)
+    parser.add_argument("--writes", action="store_true", help="write during the snapshot")
+    parser.add_argument("--verify", action="store_true", help="check Kafka's final state")
+    parser.add_argument("--stack-json", help="connection info of a running local stack")
+    args = parser.parse_args()
+    stack, owned = start_stack(args.stack_json)
+    try:
+        prepare(stack, args.rows)
+        results = [
+            (workers, run(stack, workers, args.chunk_size, args.writes, args.verify))
+            for workers in (int(w) for w in args.workers.split(","))
+        ]
+        base = results[0][1]
+        print("| readers | rows/s | vs first run |")
+        for workers, rate in results:
+            print(f"| {workers} | {rate:,.0f} | x{rate / base:.2f} |")
+    finally:
+        if owned is not None:
+            owned.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+"""Prometheus metrics and health state, read at scrape time (never per row through a library).
+
+The pipeline handles well over 100k rows/s; a prometheus_client `labels(...).inc()`
+costs about a microsecond, so the pipeline only bumps plain ints in `Metrics.events`
+and calls per-transaction hooks. `BridgeCollector` turns that state, and the ack
+tracker's and producer's own counters, into metric families when /metrics is
+scraped. Every value has one writer (the pipeline thread; the monitor thread for
+its probes' results); scrapes run on HTTP threads and read single attributes or
+C-level dict copies, which the GIL keeps whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from bridge import __version__
+from bridge.decode.messages import PG_EPOCH_OFFSET_US
+from bridge.errors import (
+    BridgeError,
+    ConfigError,
+    DeliveryError,
+    ProtocolError,
+    SchemaError,
+    SourceError,
+)
+
+log = logging.getLogger("bridge.metrics")
+
+DEPENDENCIES = ("postgres", "kafka", "registry")
+# Pre-set to 0 so rate() works from the first scrape. "kafka": client errors
+# reported by librdkafka (mostly transient); "monitor": failed background probes.
+ERROR_STAGES = (
+    "source",
+    "decode",
+    "schema",
+    "produce",
+    "config",
+    "kafka",
+    "monitor",
+    "pipeline",
+    "internal",
+)
+_STAGE_OF: tuple[tuple[type[BridgeError], str], ...] = (
+    (ProtocolError, "decode"),
+    (SchemaError, "schema"),
+    (DeliveryError, "produce"),
+    (ConfigError, "config"),
+    (SourceError, "source"),
+    (BridgeError, "pipeline"),
+)
+KAFKA_STATS_INTERVAL_MS = 5_000
+
+
+class Tracked(Protocol):
+    """What the collector reads from `bridge.acks.AckTracker`."""
+
+    in_flight_records: int
+    in_flight_bytes: int
+
+    @property
+    def failed(self) -> bool: ...
+
+    @property
+    def open_transactions(self) -> int: ...
+
+
+class Blocking(Protocol):
+    """What the collector reads from `bridge.produce.Producer`."""
+
+    blocked_turns: int
+
+
+class Received(Protocol):
+    """What liveness reads from `bridge.source.status.StatusTracker`."""
+
+    @property
+    def received(self) -> int: ...
+
+
+class SnapshotTable(Protocol):
+    """One table's row of `bridge.snapshot.progress.SnapshotProgress.tables()`."""
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def rows_done(self) -> int: ...
+
+    @property
+    def rows_total(self) -> int: ...
+
+
+class SnapshotSource(Protocol):
+    def tables(self) -> Sequence[SnapshotTable]: ...
+
+
+class Metrics:
+    """Counters and flags the pipeline updates cheaply; health answers derived from them.
+
+    Liveness costs the hot loop nothing: progress seen between two health checks
+    (WAL received, rows counted, the flush LSN, snapshot rows) proves the bridge is
+    alive; only where nothing moves does the pipeline `tick()`: when the stream is
+    idle, and while it waits for Kafka (`ticking(...)`).
+    """
+
+    def __init__(
+        self,
+        *,
+        liveness_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.liveness_timeout_s = liveness_timeout_s
+        self._clock = clock
+        self._wall = wall
+        self.events: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self.errors: dict[str, int] = dict.fromkeys(ERROR_STAGES, 0)
+        self.connected: dict[str, bool] = dict.fromkeys(DEPENDENCIES, False)
+        self.confirmed_flush_lsn: int | None = None
+        self.slot_lag_bytes: int | None = None  # set by the monitor thread
+        self.tracker: Tracked | None = None
+        self.producer: Blocking | None = None
+        self.snapshot: SnapshotSource | None = None
+        self.status: Received | None = None
+        self._pending: deque[tuple[int, float]] = deque()  # (end LSN, commit Unix time)
+        # (commit time of the oldest undelivered transaction, latency of the last delivered)
+        self._lag: tuple[float | None, float | None] = (None, None)
+        self._last_tick: float | None = None
+        self._progress: tuple[int, int, int | None, int] = (0, 0, None, 0)
+        self._progress_at: float | None = None
+
+    def watch(
+        self,
+        tracker: Tracked,
+        producer: Blocking | None = None,
+        snapshot: SnapshotSource | None = None,
+        status: Received | None = None,
+    ) -> None:
+        """Read in-flight counts from the ack tracker, backpressure waits from the producer,
+        rows copied from the snapshot progress and WAL received from the stream's status,
+        when scraped or probed."""
+        self.tracker = tracker
+        self.producer = producer
+        self.snapshot = snapshot
+        self.status = status
+        self._progress = self._measure()  # the start position is no progress
+
+    def tick(self) -> None:
+        self._last_tick = self._clock()
+
+    def ticking(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """`fn` that also ticks: for the producer's `while_blocked`, so waiting counts as alive."""
+
+        def wrapped() -> None:
+            self._last_tick = self._clock()
+            fn()
+
+        return wrapped
+
+    def set_connected(self, dependency: str, up: bool) -> None:
+        self.connected[dependency] = up
+
+    def error(self, stage: str) -> None:
+        self.errors[stage] = self.errors.get(stage, 0) + 1
+
+    def failed(self, exc: BaseException) -> None:
+        """Count a failure that ends the pipeline, by the stage its error type belongs to."""
+        stage = next((s for cls, s in _STAGE_OF if isinstance(exc, cls)), "internal")
+        self.error(stage)
+
+    def committed(self, end_lsn: int, commit_ts: int) -> None:
+        """A transaction's commit was seen (`commit_ts`: µs since 2000-01-01, as on the wire)."""
+        unix = (commit_ts + PG_EPOCH_OFFSET_US) / 1e6
+        if not self._pending:
+            self._lag = (unix, self._lag[1])
+        self._pending.append((end_lsn, unix))
+
+    def confirmed(self, flush_lsn: int) -> None:
+        """The flush position reported to PostgreSQL: transactions ending at or below it
+        are delivered."""
+        self.confirmed_flush_lsn = flush_lsn
+        pending = self._pending
+        if not pending or pending[0][0] > flush_lsn:
+            return
+        commit = pending.popleft()[1]
+        while pending and pending[0][0] <= flush_lsn:
+            commit = pending.popleft()[1]
+        oldest = pending[0][1] if pending else None
+        self._lag = (oldest, max(0.0, self._wall() - commit))
+
+    def source_lag_seconds(self) -> float | None:
+        """Commit-to-delivery time: of the oldest transaction still being delivered (so it
+        grows while the bridge is stuck), else of the last delivered one (so it does not
+        grow while the database is idle). None before the first delivery."""
+        oldest, last = self._lag
+        if oldest is not None:
+            return max(0.0, self._wall() - oldest)
+        return last
+
+    def kafka_callbacks(self) -> dict[str, Any]:
+        """librdkafka settings for the pipeline's producer that feed these metrics.
+
+        Statistics (every 5 s) tell whether any broker connection is up; `error_cb`
+        counts client errors and notices when every broker is down.
+        """
+        return {
+            "error_cb": self._kafka_error,
+            "stats_cb": self._kafka_stats,
+            "statistics.interval.ms": KAFKA_STATS_INTERVAL_MS,
+        }
+
+    def _kafka_error(self, err: KafkaError) -> None:
+        self.error("kafka")
+        if err.fatal():
+            log.error("Kafka client: fatal error: %s", err.str())
+            self.connected["kafka"] = False
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
+            if self.connected["kafka"]:
+                log.warning("Kafka client: %s", err.str())
+            self.connected["kafka"] = False
+
+    def _kafka_stats(self, stats: str) -> None:
+        try:
+            brokers = json.loads(stats).get("brokers", {})
+            up = any(b.get("state") == "UP" for b in brokers.values())
+        except (ValueError, AttributeError):
+            log.debug("unreadable Kafka client statistics ignored")
+            return
+        if up != self.connected["kafka"]:
+            log.info("Kafka %s", "connected" if up else "disconnected: no broker connection is up")
+        self.connected["kafka"] = up
+
+    def alive(self) -> tuple[bool, str]:
+        """Liveness: the loop ticked, or data moved, within `liveness_timeout_s`."""
+        now = self._clock()
+        progress = self._measure()
+        if progress != self._progress:
+            self._progress, self._progress_at = progress, now
+        seen = [t for t in (self._last_tick, self._progress_at) if t is not None]
+        if not seen:
+            return False, "starting: nothing received or copied yet"
+        idle = now - max(seen)
+        if idle > self.liveness_timeout_s:
+            return False, f"no progress for {idle:.0f}s: the replication loop is stuck"
+        return True, "ok"
+
+    def _measure(self) -> tuple[int, int, int | None, int]:
+        snapshot = self.snapshot.tables() if self.snapshot is not None else ()
+        return (
+            self.status.received if self.status is not None else 0,
+            sum(self.events.copy().values()),
+            self.confirmed_flush_lsn,
+            sum(t.rows_done for t in snapshot),
+        )
+
+    def ready(self) -> tuple[bool, str]:
+        """Readiness: streaming from PostgreSQL, Kafka and the registry reachable, no failure."""
+        problems = [f"{dep} not connected" for dep, up in self.connected.items() if not up]
+        if self.tracker is not None and self.tracker.failed:
+            problems.append("a Kafka delivery failed")
+        alive, why = self.alive()
+        if not alive:
+            problems.append(why)
+        return not problems, "; ".join(problems) or "ok"
+
+
+class BridgeCollector:
+    """The `bridge_*` metric families, built from `Metrics` at each scrape."""
+
+    def __init__(self, metrics: Metrics, version: str = __version__) -> None:
+        self._metrics = metrics
+        self._version = version
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families().values()
+
+    def collect(self) -> Iterable[Metric]:
+        m = self._metrics
+        f = self._families()
+        f["build"].add_metric([self._version], 1)
+        for (namespace, name, op), count in m.events.copy().items():
+            f["events"].add_metric([f"{namespace}.{name}", op], count)
+        for stage, count in m.errors.copy().items():
+            f["errors"].add_metric([stage], count)
+        for dep, up in m.connected.copy().items():
+            f["connected"].add_metric([dep], 1 if up else 0)
+        for table in m.snapshot.tables() if m.snapshot is not None else ():
+            f["snapshot_rows"].add_metric([table.table], table.rows_done)
+            f["snapshot_estimate"].add_metric([table.table], table.rows_total)
+        for key, value in (
+            ("slot_lag", m.slot_lag_bytes),
+            ("source_lag", m.source_lag_seconds()),
+            ("flush_lsn", m.confirmed_flush_lsn),
+        ):
+            if value is not None:
+                f[key].add_metric([], value)
+        if m.tracker is not None:
+            f["in_flight_records"].add_metric([], m.tracker.in_flight_records)
+            f["in_flight_bytes"].add_metric([], m.tracker.in_flight_bytes)
+            f["open_txs"].add_metric([], m.tracker.open_transactions)
+        if m.producer is not None:
+            f["blocked"].add_metric([], m.producer.blocked_turns)
+        return f.values()
+
+    @staticmethod
+    def _families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
+        g, c = GaugeMetricFamily, CounterMetricFamily
+        return {
+            "build": g("bridge_build_info", "Version of the running bridge.", labels=["version"]),
+            "events": c(
+                "bridge_events_total",
+                "Row changes handed to Kafka, by table and op (c, u, d, t).",
+                labels=["table", "op"],
+            ),
+            "errors": c("bridge_errors_total", "Errors, by pipeline stage.", labels=["stage"]),
+            "connected": g(
+                "bridge_connected",
+                "1 when the dependency (postgres, kafka, registry) is reachable.",
+                labels=["dependency"],
+            ),
+            "snapshot_rows": c(
+                "bridge_snapshot_rows_total", "Rows copied by snapshots.", labels=["table"]
+            ),
+            "snapshot_estimate": g(
+                "bridge_snapshot_rows_estimate",
+                "Rows a snapshot expects to copy (planner estimate, never below rows copied).",
+                labels=["table"],
+            ),
+            "slot_lag": g(
+                "bridge_slot_lag_bytes",
+                "WAL bytes between the server's current position and the slot's "
+                "confirmed_flush_lsn (the WAL the slot retains).",
+            ),
+            "source_lag": g(
+                "bridge_source_lag_seconds",
+                "Seconds from commit in PostgreSQL to delivery in Kafka.",
+            ),
+            "flush_lsn": g(
+                "bridge_confirmed_flush_lsn",
+                "Flush LSN reported to PostgreSQL (as a number: derive for WAL bytes/s).",
+            ),
+            "in_flight_records": g(
+                "bridge_in_flight_records", "Records handed to Kafka, not yet acknowledged."
+            ),
+            "in_flight_bytes": g(
+                "bridge_in_flight_bytes", "Value bytes handed to Kafka, not yet acknowledged."
+            ),
+            "open_txs": g(
+                "bridge_open_transactions", "Transactions not yet passed by the flush LSN."
+            ),
+            "blocked": c(
+                "bridge_backpressure_waits_total",
+                "Waits for Kafka to make room (in-flight bounds or client queue full).",
+            ),
+        }
+
+
+def collector_registry(metrics: Metrics) -> CollectorRegistry:
+    """A registry of its own (not the global one): bridge metrics plus process/Python ones."""
+    registry = CollectorRegistry()
+    registry.register(BridgeCollector(metrics))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry

@@ -1,0 +1,31 @@
+"""Snapshots: the rows that exist before streaming starts, and re-reads while it runs.
+
+Initial snapshot (`initial`, `SnapshotManager.run_initial`): read inside the
+snapshot the slot exported when it was created, then START_REPLICATION from the
+slot's consistent point: the snapshot sees exactly the transactions committed
+before that point and the stream every one after it, so nothing is lost or doubled
+at the seam. Records are op "r" with `source.snapshot` "true" ("last" on the very
+last one), through the same encoders, producer and delivery tracking as streaming.
+
+Chunks and resumes (`chunks`, `store`): tables are read in key ranges planned by
+walking the primary key (ctid block ranges without a key), by N reader threads
+that all imported the one exported snapshot. A chunk is recorded as done only after
+Kafka confirmed all its records. The exported snapshot dies with the process, so a
+restart reads the unfinished chunks at a newer snapshot; that is safe because
+nothing was acknowledged to the slot past the snapshot's start: streaming replays
+every change made since, after the snapshot rows, so each key ends at its latest
+state (at least once). Key ranges mean the same rows at any snapshot. Ctid ranges
+do not: after a resume, a keyless table's row moved by an update since the crash
+can be read twice, or only through the update's streamed event.
+
+Incremental snapshots (`incremental`): signalled through a table, read chunk by
+chunk between watermarks while streaming continues.
+
+Modes: see `modes`.
+"""
+
+from bridge.snapshot.incremental import IncrementalSnapshotter
+from bridge.snapshot.manager import SnapshotManager
+from bridge.snapshot.progress import SnapshotProgress, TableStatus
+
+__all__ = ["IncrementalSnapshotter", "SnapshotManager", "SnapshotProgress", "TableStatus"]

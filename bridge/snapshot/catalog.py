@@ -1,0 +1,191 @@
+"""Which tables a snapshot reads, and how pgoutput would describe each of them.
+
+No Relation message has arrived when a snapshot starts, so the `Relation` is built
+here from pg_attribute with exactly the columns, type OIDs, typmods and key flags
+the output plugin sends: columns outside a publication's column list (or a
+replication set's att_list) are left out, and so are generated columns for
+pgoutput (pglogical_output sends them). The chunk key is the primary
+key, else the replica identity index; without either a table is read by ctid
+ranges (or, for a partitioned root, in one piece).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from psycopg import sql
+
+from bridge.decode.messages import Column, Relation
+from bridge.errors import SourceError
+
+METHOD_KEY, METHOD_CTID, METHOD_WHOLE = "key", "ctid", "whole"
+
+_PUBLISHED_PG15 = """
+SELECT c.oid, pt.schemaname, pt.tablename, pt.attnames, pt.rowfilter
+FROM pg_catalog.pg_publication_tables pt
+JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+WHERE pt.pubname = %s
+ORDER BY pt.schemaname, pt.tablename
+"""
+_PUBLISHED_OLD = """
+SELECT c.oid, pt.schemaname, pt.tablename, NULL::name[], NULL::text
+FROM pg_catalog.pg_publication_tables pt
+JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+WHERE pt.pubname = %s
+ORDER BY pt.schemaname, pt.tablename
+"""
+_REPLICATION_SETS = """
+SELECT DISTINCT ON (c.oid) c.oid, n.nspname, c.relname, t.set_att_list,
+       pg_catalog.pg_get_expr(t.set_row_filter, t.set_reloid)
+FROM pglogical.replication_set_table t
+JOIN pglogical.replication_set s ON s.set_id = t.set_id
+JOIN pg_catalog.pg_class c ON c.oid = t.set_reloid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE s.set_name = ANY(%s)
+ORDER BY c.oid
+"""
+_CLASS = """
+SELECT n.nspname, c.relname, c.relreplident, c.relkind, c.reltuples, c.relpages
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = %s
+"""
+_COLUMNS = """
+SELECT a.attname, a.atttypid, a.atttypmod, pg_catalog.format_type(a.atttypid, NULL),
+       array_position(pk.indkey::int2[], a.attnum),
+       array_position(ri.indkey::int2[], a.attnum),
+       a.attgenerated <> ''
+FROM pg_catalog.pg_attribute a
+LEFT JOIN pg_catalog.pg_index pk ON pk.indrelid = a.attrelid AND pk.indisprimary
+LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = a.attrelid AND ri.indisreplident
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+"""
+
+
+class KeyColumn(NamedTuple):
+    name: str
+    type_sql: str  # format_type without typmod: the cast for a bound read back as text
+
+
+class SnapshotTable(NamedTuple):
+    relation: Relation  # as the output plugin describes it
+    key: tuple[KeyColumn, ...]  # chunk key in index order; () for ctid / whole reads
+    method: str  # METHOD_KEY, METHOD_CTID or METHOD_WHOLE
+    row_filter: str | None  # the publication's row filter, an SQL expression
+    estimated_rows: int  # pg_class.reltuples; 0 when never analyzed
+    pages: int  # pg_class.relpages
+
+    @property
+    def label(self) -> str:
+        return f"{self.relation.namespace}.{self.relation.name}"
+
+    @property
+    def ident(self) -> sql.Identifier:
+        return sql.Identifier(self.relation.namespace, self.relation.name)
+
+    def select_list(self) -> sql.Composed:
+        return sql.SQL(", ").join(sql.Identifier(c.name) for c in self.relation.columns)
+
+    def key_list(self) -> sql.Composed:
+        return sql.SQL(", ").join(sql.Identifier(k.name) for k in self.key)
+
+    def key_text_list(self) -> sql.Composed:
+        """Key columns as text, aliased so that ORDER BY still means the typed columns."""
+        return sql.SQL(", ").join(
+            sql.SQL("{}::text AS {}").format(sql.Identifier(k.name), sql.Identifier(f"key {i}"))
+            for i, k in enumerate(self.key)
+        )
+
+
+class Published(NamedTuple):
+    """A table the output plugin sends, with the publication's column list and row filter."""
+
+    oid: int
+    namespace: str
+    name: str
+    columns: tuple[str, ...] | None
+    row_filter: str | None
+    generated: bool  # the plugin sends generated columns (pglogical does, pgoutput not)
+
+
+def published_tables(
+    conn: Any, *, plugin: str, publication: str, replication_sets: Sequence[str]
+) -> list[Published]:
+    pglogical = plugin == "pglogical_output"
+    if pglogical:
+        rows = conn.execute(_REPLICATION_SETS, (list(replication_sets),)).fetchall()
+    else:
+        query = _PUBLISHED_PG15 if conn.info.server_version >= 150000 else _PUBLISHED_OLD
+        rows = conn.execute(query, (publication,)).fetchall()
+    return [
+        Published(oid, nsp, name, tuple(cols) if cols else None, rowfilter, pglogical)
+        for oid, nsp, name, cols, rowfilter in rows
+    ]
+
+
+def resolve(conn: Any, names: Sequence[str]) -> dict[str, int]:
+    """ "schema.table" (or "table", meaning public) -> oid, for the names that exist."""
+    found: dict[str, int] = {}
+    for name in names:
+        schema, _, table = name.rpartition(".")
+        ident = sql.Identifier(schema or "public", table).as_string(conn)
+        (oid,) = conn.execute("SELECT to_regclass(%s)::oid", (ident,)).fetchone()
+        if oid is not None:
+            found[name] = oid
+    return found
+
+
+def describe_table(
+    conn: Any,
+    oid: int,
+    columns: tuple[str, ...] | None = None,
+    row_filter: str | None = None,
+    generated: bool = False,
+) -> SnapshotTable:
+    """The table as the output plugin would describe it, plus its chunking method."""
+    row = conn.execute(_CLASS, (oid,)).fetchone()
+    if row is None:
+        raise SourceError(
+            f"table with oid {oid} vanished while planning the snapshot",
+            hint="restart the bridge; it plans the snapshot again from the catalog",
+        )
+    namespace, name, replident, relkind, reltuples, relpages = row
+    attrs = conn.execute(_COLUMNS, (oid,)).fetchall()
+    sent = [a for a in attrs if (generated or not a[6]) and (columns is None or a[0] in columns)]
+    cols = tuple(
+        Column(1 if _is_identity(replident, pk_pos, ri_pos) else 0, attname, typid, typmod)
+        for attname, typid, typmod, _, pk_pos, ri_pos, _ in sent
+    )
+    relation = Relation(None, oid, namespace, name, replident, cols)
+    key = _chunk_key(attrs, replident)
+    if key:
+        method = METHOD_KEY
+    elif relkind == "p":
+        method = METHOD_WHOLE  # a partitioned root has no ctid of its own
+    else:
+        method = METHOD_CTID
+    return SnapshotTable(
+        relation, key, method, row_filter, max(int(reltuples), 0), max(int(relpages), 0)
+    )
+
+
+def _is_identity(replident: str, pk_pos: int | None, ri_pos: int | None) -> bool:
+    if replident == "f":
+        return True
+    if replident == "i":
+        return ri_pos is not None
+    return replident == "d" and pk_pos is not None
+
+
+def _chunk_key(attrs: list[tuple[Any, ...]], replident: str) -> tuple[KeyColumn, ...]:
+    """Primary key columns in index order, else those of the replica identity index."""
+    for position in (4, 5):
+        if position == 5 and replident != "i":
+            break
+        members = sorted((a for a in attrs if a[position] is not None), key=lambda a: a[position])
+        if members:
+            return tuple(KeyColumn(a[0], a[3]) for a in members)
+    return ()

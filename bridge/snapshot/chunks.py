@@ -1,0 +1,167 @@
+"""Chunk boundaries and the queries that read one chunk.
+
+A key chunk is the half-open key range (lo, hi]: `lo` None means the start of the
+table, `hi` None its end. Ranges are planned by walking the key index
+(`ORDER BY key OFFSET chunk_size-1 LIMIT 1` from the previous boundary), so workers
+can read any planned range concurrently, and a range means the same rows at any
+later snapshot: a resume re-reads an unfinished range by its stored bounds. A ctid
+chunk is a block range [lo, hi), valid only for the snapshot it was planned in
+(see the package docstring on resumes). Bounds travel as text and are cast back to
+the key column's type, so any orderable key type works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from psycopg import sql
+
+from bridge.snapshot.catalog import METHOD_CTID, METHOD_KEY, METHOD_WHOLE, SnapshotTable
+
+Bound = tuple[str, ...]
+
+_BLOCKS = "SELECT pg_catalog.pg_relation_size(%s) / current_setting('block_size')::bigint"
+_DEFAULT_ROWS_PER_BLOCK = 100
+
+
+class Chunk(NamedTuple):
+    table: str  # SnapshotTable.label
+    number: int
+    method: str
+    lo: Bound | None
+    hi: Bound | None
+
+
+def raw(text: str) -> sql.SQL:
+    """A trusted SQL fragment (catalog text, operator input) in a query that has parameters."""
+    return sql.SQL(text.replace("%", "%%"))
+
+
+def _compare(table: SnapshotTable, op: str) -> sql.Composed:
+    """`(k1, k2) > (%s::t1, %s::t2)`: a row comparison follows the index order."""
+    casts = sql.SQL(", ").join(sql.SQL("%s::{}").format(raw(k.type_sql)) for k in table.key)
+    return sql.SQL("({}) " + op + " ({})").format(table.key_list(), casts)
+
+
+def key_conditions(
+    table: SnapshotTable, lo: Bound | None, hi: Bound | None
+) -> tuple[list[sql.Composable], list[str]]:
+    """Conditions and parameters selecting the key range (lo, hi]."""
+    conds: list[sql.Composable] = []
+    params: list[str] = []
+    if lo is not None:
+        conds.append(_compare(table, ">"))
+        params.extend(lo)
+    if hi is not None:
+        conds.append(_compare(table, "<="))
+        params.extend(hi)
+    return conds, params
+
+
+def chunk_query(
+    table: SnapshotTable,
+    chunk: Chunk,
+    *,
+    condition: str | None = None,
+    limit: int | None = None,
+    key_text: bool = False,
+) -> tuple[sql.Composed, list[str]]:
+    """SELECT of the published columns of one chunk, in the output plugin's column order.
+
+    `condition` is an extra filter (an incremental snapshot's additional condition);
+    `key_text` puts the key columns as text in front (to continue after the last row).
+    """
+    conds: list[sql.Composable] = []
+    params: list[str] = []
+    if chunk.method == METHOD_KEY:
+        conds, params = key_conditions(table, chunk.lo, chunk.hi)
+    elif chunk.method == METHOD_CTID:
+        if chunk.lo is not None:
+            conds.append(sql.SQL("ctid >= %s::tid"))
+            params.append(f"({chunk.lo[0]},0)")
+        if chunk.hi is not None:
+            conds.append(sql.SQL("ctid < %s::tid"))
+            params.append(f"({chunk.hi[0]},0)")
+    for extra in (table.row_filter, condition):
+        if extra:
+            conds.append(sql.SQL("({})").format(raw(extra)))
+    columns = table.select_list()
+    if key_text:
+        columns = sql.SQL("{}, {}").format(table.key_text_list(), columns)
+    query = sql.SQL("SELECT {} FROM {}").format(columns, table.ident)
+    if conds:
+        query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
+    if chunk.method == METHOD_KEY:
+        query += sql.SQL(" ORDER BY {}").format(table.key_list())
+    if limit is not None:
+        query += sql.SQL(" LIMIT {}").format(sql.Literal(limit))
+    return query, params
+
+
+def max_key_query(table: SnapshotTable, condition: str | None) -> sql.Composed:
+    """The highest key (as text) of the rows an incremental snapshot reads."""
+    conds = [sql.SQL("({})").format(raw(c)) for c in (table.row_filter, condition) if c]
+    query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), table.ident)
+    if conds:
+        query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
+    order = sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(k.name)) for k in table.key)
+    return query + sql.SQL(" ORDER BY {} LIMIT 1").format(order)
+
+
+def plan(
+    conn: Any, table: SnapshotTable, chunk_size: int, start: Bound | None, first: int
+) -> Iterator[Chunk]:
+    """Chunks from `start` (exclusive; None = table start) to the end, numbered from `first`.
+
+    `conn` reads inside the snapshot, so boundaries describe the rows being read.
+    """
+    if table.method == METHOD_WHOLE:
+        yield Chunk(table.label, first, METHOD_WHOLE, None, None)
+    elif table.method == METHOD_KEY:
+        yield from _plan_keys(conn, table, chunk_size, start, first)
+    else:
+        yield from _plan_blocks(conn, table, chunk_size, start, first)
+
+
+def _plan_keys(
+    conn: Any, table: SnapshotTable, chunk_size: int, lo: Bound | None, number: int
+) -> Iterator[Chunk]:
+    while True:
+        conds, params = key_conditions(table, lo, None)
+        query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), table.ident)
+        if conds:
+            query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
+        query += sql.SQL(" ORDER BY {} OFFSET {} LIMIT 1").format(
+            table.key_list(), sql.Literal(chunk_size - 1)
+        )
+        row = conn.execute(query, params).fetchone()
+        hi = None if row is None else tuple(row)
+        yield Chunk(table.label, number, METHOD_KEY, lo, hi)
+        if hi is None:
+            return
+        lo, number = hi, number + 1
+
+
+def _plan_blocks(
+    conn: Any, table: SnapshotTable, chunk_size: int, lo: Bound | None, number: int
+) -> Iterator[Chunk]:
+    (blocks,) = conn.execute(_BLOCKS, (table.relation.oid,)).fetchone()
+    per_block = (
+        table.estimated_rows / table.pages
+        if table.estimated_rows and table.pages
+        else _DEFAULT_ROWS_PER_BLOCK
+    )
+    step = max(1, int(chunk_size / max(per_block, 1.0)))
+    block = int(lo[0]) if lo is not None else 0
+    while True:
+        end = block + step
+        if end >= blocks:  # the last chunk is open-ended: it also takes blocks added since
+            yield Chunk(table.label, number, METHOD_CTID, _block(block), None)
+            return
+        yield Chunk(table.label, number, METHOD_CTID, _block(block), (str(end),))
+        block, number = end, number + 1
+
+
+def _block(block: int) -> Bound | None:
+    return None if block == 0 else (str(block),)

@@ -1,0 +1,391 @@
+"""The initial snapshot: a planner thread, N reader processes, and the producing thread.
+
+The planner and every reader import the exported snapshot before any work starts,
+so all see one instant of the database; only then may the exporting session move
+on (`release`). The planner walks each table's key (`chunks.plan`), stores every
+chunk before handing it out; readers (`worker`) read and encode chunks; the calling
+thread produces each chunk's records as one tracked unit (a `TxHandle`) and
+records the chunk as done once Kafka confirmed all of them. The newest record is
+always held back, so the snapshot's very last one goes out as "last".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import psycopg
+
+import bridge
+from bridge.acks import AckTracker, TxHandle
+from bridge.config import Config
+from bridge.errors import ConfigError, SourceError
+from bridge.produce import Producer
+from bridge.routing import Routing
+from bridge.snapshot import catalog, chunks
+from bridge.snapshot.chunks import Chunk
+from bridge.snapshot.progress import ProgressBars, SnapshotProgress
+from bridge.snapshot.reader import build_jobs, connect, import_snapshot
+from bridge.snapshot.store import INITIAL, ChunkState, ProgressStore, is_private
+
+log = logging.getLogger("bridge.snapshot")
+_TURN_S = 0.1
+_AHEAD = 2  # chunks sent to a reader before it answers: it never waits for the next one
+_START_TIMEOUT_S = 120.0
+
+
+class _InFlight(NamedTuple):
+    chunk: Chunk
+    handle: TxHandle
+    rows: int
+
+
+class _Held(NamedTuple):
+    """The newest record, not produced yet: it may turn out to be the snapshot's last."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    last_value: bytes | None
+    handle: TxHandle
+
+
+class _Reader:
+    """One reader process, the pipes to and from it, and the chunks it was sent."""
+
+    def __init__(self, index: int, args: tuple[Any, ...]) -> None:
+        to_child, inbox = os.pipe()
+        outbox, from_child = os.pipe()
+        root = str(Path(bridge.__file__).resolve().parent.parent)
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        self.name = f"snapshot-reader-{index}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bridge.snapshot.worker", str(to_child), str(from_child)],
+            pass_fds=(to_child, from_child),
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        os.close(to_child)
+        os.close(from_child)
+        self.pipe = Connection(outbox, writable=False)
+        self._send = Connection(inbox, readable=False)
+        self.sent: deque[Chunk] = deque()
+        self._send.send(args)
+
+    def send(self, chunk: Chunk) -> None:
+        self._send.send(chunk)
+        self.sent.append(chunk)
+
+    def receive(self) -> tuple[Any, ...]:
+        try:
+            message: tuple[Any, ...] = self.pipe.recv()
+        except (EOFError, OSError):
+            raise SourceError(
+                f"snapshot reader {self.name} exited (code {self.process.poll()})",
+                hint="see its log lines above; restart the bridge to resume the snapshot",
+            ) from None
+        if message[0] == "error":
+            raise SourceError(
+                f"snapshot reader {self.name} failed: {message[1]}",
+                hint="restart the bridge: finished chunks are kept and the snapshot resumes",
+            )
+        return message
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._send.send(None)
+        self._send.close()
+        self.pipe.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class InitialSnapshot:
+    def __init__(
+        self,
+        cfg: Config,
+        store: ProgressStore,
+        progress: SnapshotProgress,
+        *,
+        snapshot_name: str,
+        lsn: int,
+        release: Callable[[], None],
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self._cfg = cfg
+        self._store = store
+        self._progress = progress
+        self._snapshot_name = snapshot_name
+        self._lsn = lsn
+        self._release = release
+        self._should_stop = should_stop
+        self._routing = Routing.from_config(cfg)
+        self._halt = threading.Event()
+        self._error: BaseException | None = None
+        self._work: queue.Queue[Chunk | None] = queue.Queue(maxsize=2 * cfg.snapshot.workers)
+        self._topics: dict[str, str] = {}
+        self._readers: list[_Reader] = []
+        self._planner: threading.Thread | None = None
+
+    def run(self) -> bool:
+        """True once every chunk was delivered and recorded; False if stopped first."""
+        conn = connect(self._cfg.source.conninfo())
+        try:
+            import_snapshot(conn, self._snapshot_name)
+            tables = self._tables(conn)
+            # Registered here first: readers registering a new subject at once race in
+            # the registry (one of them is refused as a conflicting first version).
+            for label, job in build_jobs(self._cfg, conn, tables).items():
+                self._topics[label] = job.topic
+            known = self._start_readers(tables)
+            self._planner = threading.Thread(
+                target=self._plan, args=(conn, tables, known), name="snapshot-planner", daemon=True
+            )
+            self._planner.start()
+            return self._produce_all()
+        finally:
+            self._halt.set()
+            if self._planner is not None:
+                self._planner.join()
+            for reader in self._readers:
+                reader.stop()
+            conn.close()
+
+    # -- set-up ---------------------------------------------------------------
+
+    def _tables(self, conn: psycopg.Connection[Any]) -> list[catalog.SnapshotTable]:
+        """The captured tables the plugin sends (or those in snapshot.tables)."""
+        src, wanted = self._cfg.source, self._cfg.snapshot.tables
+        captured = {
+            p.oid: p
+            for p in catalog.published_tables(
+                conn,
+                plugin=src.plugin,
+                publication=src.publication_name,
+                replication_sets=src.replication_sets,
+            )
+            if self._routing.matches(p.namespace, p.name)
+            and not is_private(self._store.schema, p.namespace, p.name)
+        }
+        if wanted:
+            oids = catalog.resolve(conn, wanted)
+            missing = [name for name in wanted if oids.get(name) not in captured]
+            if missing:
+                raise ConfigError(
+                    f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
+                    hint="add them to the publication (or replication set) and to the filters, "
+                    "or remove them from snapshot.tables",
+                )
+            selected = [captured[oids[name]] for name in wanted]
+        else:
+            selected = list(captured.values())
+        return [
+            catalog.describe_table(conn, p.oid, p.columns, p.row_filter, p.generated)
+            for p in selected
+        ]
+
+    def _start_readers(self, tables: list[catalog.SnapshotTable]) -> dict[str, list[ChunkState]]:
+        """Readers up with the snapshot imported, then `release`; returns the stored chunks."""
+        args = (self._cfg, self._snapshot_name, tables, self._lsn)
+        self._readers = [_Reader(i, args) for i in range(self._cfg.snapshot.workers)]
+        known: dict[str, list[ChunkState]] = {}
+        for table in tables:
+            known[table.label] = self._store.chunks(INITIAL, table.label)
+            done = sum(s.rows or 0 for s in known[table.label])
+            self._progress.start_table(table.label, INITIAL, table.estimated_rows, done)
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        for reader in self._readers:
+            if not reader.pipe.poll(max(0.0, deadline - time.monotonic())):
+                raise SourceError(
+                    f"snapshot reader {reader.name} did not start in time",
+                    hint="check that PostgreSQL and the schema registry are reachable",
+                )
+            reader.receive()  # "ready": it holds the snapshot now
+        self._release()
+        log.info(
+            "snapshot of %d table(s) with %d reader(s), %d rows per chunk",
+            len(tables),
+            len(self._readers),
+            self._cfg.snapshot.chunk_size,
+        )
+        return known
+
+    # -- planner (its own thread) ---------------------------------------------
+
+    def _plan(
+        self,
+        conn: psycopg.Connection[Any],
+        tables: list[catalog.SnapshotTable],
+        known: dict[str, list[ChunkState]],
+    ) -> None:
+        try:
+            for table in tables:
+                if not self._plan_table(conn, table, known[table.label]):
+                    return
+            self._put(None)
+        except BaseException as exc:
+            self._error = exc
+            self._halt.set()
+
+    def _plan_table(
+        self, conn: psycopg.Connection[Any], table: catalog.SnapshotTable, states: list[ChunkState]
+    ) -> bool:
+        """Hand out the table's unfinished chunks, then plan the rest; False when halted."""
+        label, chunk_size = table.label, self._cfg.snapshot.chunk_size
+        if states and states[0].chunk.method != table.method:
+            self._store.drop_chunks(INITIAL, label)  # the table gained or lost its key
+            states = []
+        for state in states:
+            if state.rows is None:
+                self._progress.planned(label)
+                if not self._put(state.chunk):
+                    return False
+        last = states[-1].chunk if states else None
+        if last is None or last.hi is not None:
+            start = None if last is None else last.hi
+            first = 0 if last is None else last.number + 1
+            for chunk in chunks.plan(conn, table, chunk_size, start, first):
+                self._store.add_chunk(INITIAL, chunk)
+                self._progress.planned(label)
+                if not self._put(chunk):
+                    return False
+        self._progress.planning_done(label)
+        return True
+
+    def _put(self, chunk: Chunk | None) -> bool:
+        while not self._halt.is_set():
+            try:
+                self._work.put(chunk, timeout=_TURN_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # -- producing (the calling thread) ---------------------------------------
+
+    def _produce_all(self) -> bool:
+        cfg = self._cfg
+        tracker = AckTracker()
+        producer = Producer(
+            cfg.kafka.client_config(),
+            tracker,
+            overrides=cfg.kafka.producer,
+            max_in_flight_records=cfg.pipeline.max_in_flight_records,
+            max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
+        )
+        in_flight: list[_InFlight] = []
+        held: _Held | None = None
+        planned_all = False
+        bars = ProgressBars(self._progress, ProgressBars.wanted(cfg.snapshot.progress_bar))
+        try:
+            with bars:
+                while not self._should_stop():
+                    self._raise_failure()
+                    planned_all = self._dispatch(planned_all)
+                    if planned_all and not any(r.sent for r in self._readers):
+                        break
+                    for pipe in wait([r.pipe for r in self._readers if r.sent], _TURN_S):
+                        held = self._produce(producer, tracker, pipe, held, in_flight)
+                    producer.poll()
+                    self._record(in_flight)
+                    bars.refresh()
+                complete = not self._should_stop()
+                if complete and held is not None:
+                    producer.produce(held.topic, held.key, held.last_value, held.handle)
+                    tracker.close_tx(held.handle, 0)
+                self._halt.set()
+                self._flush(producer, in_flight, bars, complete)
+            return complete and not in_flight
+        finally:
+            producer.close()
+
+    def _dispatch(self, planned_all: bool) -> bool:
+        """Keep every reader `_AHEAD` chunks busy; True once the planner has finished."""
+        for reader in self._readers:
+            while not planned_all and len(reader.sent) < _AHEAD:
+                try:
+                    chunk = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if chunk is None:
+                    planned_all = True
+                    break
+                reader.send(chunk)
+        return planned_all
+
+    def _produce(
+        self,
+        producer: Producer,
+        tracker: AckTracker,
+        pipe: Any,
+        held: _Held | None,
+        in_flight: list[_InFlight],
+    ) -> _Held | None:
+        reader = next(r for r in self._readers if r.pipe is pipe)
+        _, chunk, records, last_value = reader.receive()
+        reader.sent.popleft()
+        handle = TxHandle(tracker)
+        in_flight.append(_InFlight(chunk, handle, len(records)))
+        if not records:
+            tracker.close_tx(handle, 0)
+            return held
+        if held is not None:
+            producer.produce(held.topic, held.key, held.value, held.handle)
+            tracker.close_tx(held.handle, 0)
+        topic = self._topics[chunk.table]
+        for index in range(len(records) - 1):
+            key, value = records[index]
+            producer.produce(topic, key, value, handle)
+        key, value = records[-1]
+        return _Held(topic, key, value, last_value, handle)
+
+    def _flush(
+        self, producer: Producer, in_flight: list[_InFlight], bars: ProgressBars, complete: bool
+    ) -> None:
+        """Wait for Kafka's confirmations; when stopping, at most the shutdown timeout."""
+        deadline: float | None = None
+        while not producer.flush(_TURN_S):
+            self._record(in_flight)
+            bars.refresh()
+            if not complete or self._should_stop():
+                if deadline is None:
+                    deadline = time.monotonic() + self._cfg.pipeline.shutdown_timeout_s
+                if time.monotonic() >= deadline:
+                    break
+        self._record(in_flight)
+
+    def _record(self, in_flight: list[_InFlight]) -> None:
+        """Store every chunk whose records Kafka has all confirmed."""
+        still: list[_InFlight] = []
+        for entry in in_flight:
+            handle = entry.handle
+            if handle.closed and not handle.pending and not handle.failed:
+                self._store.finish_chunk(INITIAL, entry.chunk, entry.rows)
+                self._progress.add_rows(entry.chunk.table, entry.rows, chunks=1)
+            else:
+                still.append(entry)
+        in_flight[:] = still
+
+    def _raise_failure(self) -> None:
+        error = self._error
+        if error is None:
+            return
+        if isinstance(error, psycopg.Error):
+            raise SourceError(
+                f"planning the snapshot failed: {str(error).strip()}",
+                hint="restart the bridge: finished chunks are kept and the snapshot resumes",
+            ) from error
+        raise error

@@ -1,0 +1,1 @@
+"""Delivery guarantees proven with real processes: PostgreSQL, Kafka, registry, bridge."""

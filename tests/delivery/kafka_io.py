@@ -1,0 +1,159 @@
+"""Reading back what the bridge wrote, with the broker's own append times.
+
+Topics are created by the tests, before the bridge produces, with
+`message.timestamp.type=LogAppendTime`: every record then carries the wall-clock
+millisecond at which the broker appended it, which is what the acknowledgement
+invariant (`assert_acks_follow_appends`) is checked against.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from bridge.lsn import LSN
+
+from .helpers import Checkable, Sample
+
+
+class Rec(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    append_ms: int
+    key: dict[str, Any] | None
+    value: dict[str, Any] | None  # None: tombstone
+
+    @property
+    def commit_lsn(self) -> int:
+        assert self.value is not None
+        return int(self.value["source"]["lsn"])
+
+
+def create_topics(bootstrap: str, topics: Iterable[str], partitions: int = 3) -> list[str]:
+    names = list(topics)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"message.timestamp.type": "LogAppendTime"}
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=1, config=config) for t in names]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+    return names
+
+
+class TopicReader:
+    """Every record of `topics` from the beginning, decoded, in arrival order per partition."""
+
+    def __init__(self, bootstrap: str, registry_url: str, topics: Sequence[str]) -> None:
+        self.records: list[Rec] = []
+        self._decode = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"delivery-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,
+                "log.connection.close": False,
+            }
+        )
+        metadata = self._consumer.list_topics(timeout=30)
+        self._partitions = [
+            TopicPartition(t, p, OFFSET_BEGINNING)
+            for t in topics
+            for p in sorted(metadata.topics[t].partitions)
+        ]
+        self._consumer.assign(self._partitions)
+
+    def poll(self, seconds: float) -> int:
+        """Read for about `seconds`; returns how many records arrived."""
+        before = len(self.records)
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for msg in self._consumer.consume(1000, min(left, 0.1)):
+                if msg.error():
+                    continue
+                self.records.append(self._rec(msg))
+        return len(self.records) - before
+
+    def _rec(self, msg: Any) -> Rec:
+        topic = msg.topic()
+        raw_key, raw_value = msg.key(), msg.value()
+        key = self._decode(raw_key, SerializationContext(topic, MessageField.KEY))
+        value = (
+            None
+            if raw_value is None
+            else self._decode(raw_value, SerializationContext(topic, MessageField.VALUE))
+        )
+        return Rec(topic, msg.partition(), msg.offset(), msg.timestamp()[1], key, value)
+
+    def read_until(
+        self,
+        done: Callable[[list[Rec]], bool],
+        timeout: float,
+        what: str,
+        watch: Checkable | None = None,
+    ) -> None:
+        """Read until `done(records)`; fail at once if `watch` (the bridge) died."""
+        deadline = time.monotonic() + timeout
+        while not done(self.records):
+            if watch is not None:
+                watch.check()
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:.0f}s waiting for {what} "
+                    f"({len(self.records)} records read)"
+                )
+            self.poll(0.2)
+
+    def read_to_end(self, timeout: float = 60.0) -> None:
+        """Read up to the high watermarks as they are now."""
+        ends = {
+            (tp.topic, tp.partition): self._consumer.get_watermark_offsets(tp, timeout=30)[1]
+            for tp in self._partitions
+        }
+
+        def done(records: list[Rec]) -> bool:
+            seen = {(r.topic, r.partition): r.offset + 1 for r in records}
+            return all(seen.get(tp, 0) >= end for tp, end in ends.items())
+
+        self.read_until(done, timeout, "the high watermarks")
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def assert_acks_follow_appends(
+    samples: Sequence[Sample], complete_at: dict[int, float], what: str = "transaction"
+) -> None:
+    """Every transaction PostgreSQL would skip had all its records in Kafka by then.
+
+    `complete_at` maps each transaction's commit LSN to the append time (ms) of its
+    last record to reach Kafka (inf if some never did). PostgreSQL skips, after a
+    restart, every transaction whose commit record starts below confirmed_flush_lsn,
+    so a sample (t, F) requires every transaction with commit LSN < F complete by t.
+    """
+    lsns = sorted(complete_at)
+    latest: list[float] = []  # running max of completion time, in commit order
+    for lsn in lsns:
+        latest.append(max(complete_at[lsn], latest[-1] if latest else 0.0))
+    for sample in samples:
+        n = bisect.bisect_left(lsns, sample.state.confirmed_flush)
+        if n and latest[n - 1] > sample.t_ms:
+            late = next(lsn for lsn in lsns[:n] if complete_at[lsn] > sample.t_ms)
+            raise AssertionError(
+                f"confirmed_flush_lsn {sample.state.confirmed_flush} at t={sample.t_ms:.0f} ms "
+                f"acknowledged the {what} committed at {LSN(late)} whose records were not all in "
+                f"Kafka yet (complete at {complete_at[late]} ms)"
+            )

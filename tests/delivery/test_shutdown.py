@@ -1,0 +1,187 @@
+"""SIGTERM: exit 0 in time, and a final status update that covers what was delivered.
+
+After a graceful stop PostgreSQL must resend nothing that already reached Kafka,
+except the one transaction the loop may have been in the middle of.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from bridge.lsn import LSN
+
+from .helpers import (
+    BridgeProcess,
+    SlotMonitor,
+    insert_lsn,
+    unacknowledged_transactions,
+    wait_for,
+    wait_slot_active,
+    wait_slot_released,
+)
+from .kafka_io import assert_acks_follow_appends
+from .ledger import (
+    LedgerWriter,
+    assert_complete,
+    assert_resends_after,
+    completion_times,
+    ledger_occurrences,
+    ledger_reader,
+)
+
+EXIT_S = 40.0  # shutdown_timeout_s (30 s by default) and then some
+
+
+def test_sigterm_when_caught_up_confirms_everything(
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    kafka_bootstrap: str,
+    registry_url: str,
+    settings: dict[str, Any],
+    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+) -> None:
+    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
+    bridge = bridge_process(settings)
+    bridge.start()
+    wait_slot_active(pg_conn, slot_name, bridge)
+    writer = LedgerWriter(pg_dsn, rows_per_txn=2, limit=300)
+    try:
+        wait_for(writer.finished, 60, "the writer")
+        committed = writer.stop()
+        reader.read_until(lambda recs: len(recs) >= 600, 60, "every row in Kafka", watch=bridge)
+        bridge.terminate()  # at once: the last transactions are likely not confirmed yet
+        assert bridge.wait(EXIT_S) == 0, bridge.log()
+        reader.read_to_end()
+    finally:
+        writer.stop()
+        reader.close()
+    final = wait_slot_released(pg_conn, slot_name).confirmed_flush
+    seen = ledger_occurrences(reader.records)
+    assert_complete(committed, seen)
+    last_commit = max(r.commit_lsn for r in reader.records)
+    assert last_commit < final <= insert_lsn(pg_conn)
+    assert unacknowledged_transactions(pg_conn, slot_name, publication_name) == []
+
+
+def test_sigterm_mid_stream_resends_at_most_the_open_transaction(
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    kafka_bootstrap: str,
+    registry_url: str,
+    settings: dict[str, Any],
+    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+) -> None:
+    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
+    bridge = bridge_process(settings)
+    run_starts = [time.time() * 1000]
+    bridge.start()
+    started = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
+    monitor = SlotMonitor(pg_dsn, slot_name)
+    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=150)
+    try:
+        reader.read_until(
+            lambda recs: len(recs) >= 900 and monitor.flushed() > started,
+            60,
+            "900 records and an acknowledgement",
+            watch=bridge,
+        )
+        bridge.terminate()
+        assert bridge.wait(EXIT_S) == 0, bridge.log()
+        stopped = wait_slot_released(pg_conn, slot_name).confirmed_flush
+        resend = set(unacknowledged_transactions(pg_conn, slot_name, publication_name))
+        reader.read_to_end()
+        in_kafka = {r.commit_lsn for r in reader.records}
+        partial = sorted(LSN(lsn) for lsn in resend & in_kafka)
+        assert len(partial) <= 1, f"a graceful stop left {partial} delivered but unconfirmed"
+
+        run_starts.append(time.time() * 1000)
+        bridge.start()
+        wait_slot_active(pg_conn, slot_name, bridge)
+        goal = len(reader.records) + 900
+        reader.read_until(lambda recs: len(recs) >= goal, 60, "records of run 1", bridge)
+        committed = writer.stop()
+        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
+        reader.read_until(
+            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
+        )
+        bridge.terminate()
+        assert bridge.wait(EXIT_S) == 0, bridge.log()
+        reader.read_to_end()
+    finally:
+        writer.stop()
+        samples = monitor.stop()
+        reader.close()
+    seen = ledger_occurrences(reader.records)
+    assert_complete(committed, seen)
+    assert_acks_follow_appends(samples, completion_times(committed, seen))
+    assert_resends_after(seen, run_starts, [stopped])
+
+
+@pytest.mark.fault
+def test_sigterm_while_kafka_is_down_exits_in_time(
+    stack: Any,
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    slot_name: str,
+    topic_prefix: str,
+    kafka_bootstrap: str,
+    registry_url: str,
+    settings: dict[str, Any],
+    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+) -> None:
+    """Backpressure (in-flight bound reached) must not make the bridge deaf to SIGTERM:
+    an orchestrator's grace period is short, and a stuck stop ends in SIGKILL anyway."""
+    settings["pipeline"] |= {"max_in_flight_records": 100, "shutdown_timeout_s": 5.0}
+    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
+    bridge = bridge_process(settings)
+    run_starts = [time.time() * 1000]
+    bridge.start()
+    wait_slot_active(pg_conn, slot_name, bridge)
+    monitor = SlotMonitor(pg_dsn, slot_name)
+    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
+    try:
+        reader.read_until(lambda recs: len(recs) >= 300, 60, "300 records", watch=bridge)
+        stack.stop_kafka()
+        goal = len(writer.committed) + 100  # 300 records: well past the in-flight bound
+        wait_for(lambda: len(writer.committed) >= goal, 30, "writes during the outage")
+        bridge.check()
+        asked = time.monotonic()
+        bridge.terminate()
+        code = bridge.wait(5.0 + 15.0)
+        took = time.monotonic() - asked
+        if code is None:
+            bridge.kill9()
+        stopped = wait_slot_released(pg_conn, slot_name).confirmed_flush
+        stack.start_kafka()
+        run_starts.append(time.time() * 1000)
+        bridge.start()
+        committed = writer.stop()
+        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
+        reader.read_until(
+            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
+        )
+        bridge.terminate()
+        assert bridge.wait(EXIT_S) == 0, bridge.log()
+        reader.read_to_end()
+    finally:
+        writer.stop()
+        samples = monitor.stop()
+        reader.close()
+    seen = ledger_occurrences(reader.records)
+    assert_complete(committed, seen)
+    assert_acks_follow_appends(samples, completion_times(committed, seen))
+    assert_resends_after(seen, run_starts, [stopped])
+    assert code is not None, (
+        f"SIGTERM ignored for {took:.0f}s while Kafka was down (shutdown_timeout_s is 5)"
+    )

@@ -1,0 +1,216 @@
+"""The whole Pipeline on the shared stack, and a plain consumer for its topics (live e2e tests).
+
+Used by tests/test_types_e2e.py, test_evolution.py and test_toast.py. Records are read
+back with confluent-kafka and the registry, never with bridge code, so the tests see
+exactly what any other consumer would.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import fastavro
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from bridge.config import Config
+from bridge.pipeline import Pipeline
+
+# Logical types whose Python form cannot hold every value the bridge writes (±infinity
+# sentinels, 24:00:00): the raw reader leaves these as the plain int/long on the wire.
+TEMPORAL_LOGICAL_TYPES = frozenset({"date", "time-micros", "timestamp-micros"})
+_HEADER = struct.Struct(">bI")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def bridge_config(
+    stack: Any,
+    dbname: str,
+    *,
+    prefix: str,
+    binary: bool = False,
+    avro: dict[str, Any] | None = None,
+) -> Config:
+    """A Config for one test database, with its own slot, publication and topic prefix."""
+    return Config(
+        source={
+            "host": stack.pg_host,
+            "port": stack.pg_port,
+            "dbname": dbname,
+            "user": stack.pg_user,
+            "password": stack.pg_password,
+            "slot_name": unique("slot"),
+            "publication_name": unique("pub"),
+            "status_interval_s": 1.0,
+            "binary": binary,
+        },
+        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
+        registry={"url": stack.registry_url},
+        avro=avro or {},
+        snapshot={"mode": "no_data"},  # tests stream changes made after the start
+        http={"port": 0},
+    )
+
+
+class RunningPipeline:
+    """A Pipeline on a daemon thread; the slot exists once the constructor returns."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.pipeline = Pipeline(cfg)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.pipeline.run()
+        except BaseException as exc:
+            self.error = exc
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float = 60.0) -> BaseException | None:
+        """Wait for the thread to end by itself (after an error); returns the error."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the pipeline did not stop"
+        return self.error
+
+    def stop(self) -> None:
+        """Graceful stop; re-raises whatever ended the pipeline."""
+        self.pipeline.stop()
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+class Received(NamedTuple):
+    key: bytes | None
+    value: bytes | None
+
+
+def schema_id(payload: bytes) -> int:
+    magic, found = _HEADER.unpack_from(payload)
+    assert magic == 0, f"not Confluent framing: magic byte {magic}"
+    return int(found)
+
+
+def read_topic(
+    cfg: Config,
+    topic: str,
+    count: int,
+    *,
+    alive: Callable[[], bool] = lambda: True,
+    timeout: float = 90.0,
+) -> list[Received]:
+    """The first `count` records of a one-partition topic, tombstones included.
+
+    Stops early once `alive()` is false and nothing more arrives, so a dead pipeline
+    fails the test quickly instead of at the timeout.
+    """
+    consumer = Consumer(
+        {
+            **cfg.kafka.client_config(),
+            "group.id": unique("test"),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Received] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if not alive():
+                    break
+                continue
+            if msg.error():
+                continue
+            out.append(Received(msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def topic_size(cfg: Config, topic: str) -> int:
+    """Records in partition 0 (high watermark): what was produced, read or not."""
+    consumer = Consumer({**cfg.kafka.client_config(), "group.id": unique("size")})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    return int(high) - int(low)
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
+        time.sleep(0.1)  # poll interval of a condition wait, not synchronisation
+
+
+def confirmed_flush(conn: Any, slot: str) -> int:
+    """The slot's confirmed_flush_lsn as an integer."""
+    row = conn.execute(
+        "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots "
+        "WHERE slot_name = %s",
+        (slot,),
+    ).fetchone()
+    assert row is not None, f"no slot {slot}"
+    return int(row[0])
+
+
+def _strip_temporal(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strip_temporal(s) for s in schema]
+    if isinstance(schema, dict):
+        if schema.get("logicalType") in TEMPORAL_LOGICAL_TYPES:
+            return {k: v for k, v in schema.items() if k != "logicalType"}
+        return {k: _strip_temporal(v) for k, v in schema.items()}
+    return schema
+
+
+class Decoders:
+    """Both ways of reading a record: confluent-kafka's AvroDeserializer, and a raw read
+    (writer schema fetched by id, temporal logical types left as numbers)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.client = SchemaRegistryClient(cfg.registry.client_config())
+        self.plain = AvroDeserializer(self.client)
+        self._raw: dict[int, Any] = {}
+
+    def writer_schema(self, payload: bytes) -> dict[str, Any]:
+        text = self.client.get_schema(schema_id(payload)).schema_str
+        assert text is not None
+        found: dict[str, Any] = json.loads(text)
+        return found
+
+    def raw(self, payload: bytes) -> Any:
+        sid = schema_id(payload)
+        parsed = self._raw.get(sid)
+        if parsed is None:
+            parsed = fastavro.parse_schema(_strip_temporal(self.writer_schema(payload)))
+            self._raw[sid] = parsed
+        return fastavro.schemaless_reader(io.BytesIO(payload[_HEADER.size :]), parsed)
+
+    def value(self, topic: str, payload: bytes | None) -> Any:
+        return self.plain(payload, SerializationContext(topic, MessageField.VALUE))
+
+    def key(self, topic: str, payload: bytes | None) -> Any:
+        return self.plain(payload, SerializationContext(topic, MessageField.KEY))

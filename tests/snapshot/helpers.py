@@ -1,0 +1,260 @@
+"""Shared by the snapshot tests and bench/snapshot.py: configuration, Kafka state, writers.
+
+The final-state check compares the keyed state a compacting consumer would keep
+(last record per key wins, a delete or tombstone removes the key) with the table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import psycopg
+import yaml
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(probe: Callable[[], T], timeout: float, what: str, every: float = 0.05) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def settings(
+    stack: Any,
+    dbname: str,
+    slot: str,
+    publication: str,
+    prefix: str,
+    spill_dir: Path,
+    **snapshot: Any,
+) -> dict[str, Any]:
+    return {
+        "source": {
+            "host": stack.pg_host,
+            "port": stack.pg_port,
+            "dbname": dbname,
+            "user": stack.pg_user,
+            "password": stack.pg_password,
+            "slot_name": slot,
+            "publication_name": publication,
+            "status_interval_s": 1.0,
+        },
+        "kafka": {"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
+        "registry": {"url": stack.registry_url},
+        "pipeline": {"spill_dir": str(spill_dir)},
+        "http": {"port": 0},
+        "snapshot": {"progress_bar": "never", **snapshot},
+    }
+
+
+class Rec(NamedTuple):
+    key: dict[str, Any] | None
+    value: dict[str, Any] | None  # None: tombstone
+
+
+class TopicReader:
+    """Every record of one topic from the beginning, decoded; `read()` catches up."""
+
+    def __init__(self, bootstrap: str, registry_url: str, topic: str) -> None:
+        self.topic = topic
+        self.records: list[Rec] = []
+        self._decode = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"snapshot-{time.time_ns()}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,
+                "log.connection.close": False,
+            }
+        )
+        self._assigned = False
+        self._partitions: list[TopicPartition] = []
+        self._positions: dict[int, int] = {}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def read(self, timeout: float = 30.0) -> list[Rec]:
+        """Read up to the current end of the topic (all partitions)."""
+        if not self._assigned:
+            wait_for(self._assign, timeout, f"topic {self.topic}")
+        ends = {}
+        for tp in self._partitions:
+            _, high = self._consumer.get_watermark_offsets(tp, timeout=10)
+            ends[tp.partition] = high
+        positions = self._positions
+        deadline = time.monotonic() + timeout
+        while any(positions[p] + 1 < end for p, end in ends.items()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"could not read {self.topic} to its end")
+            msg = self._consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            positions[msg.partition() or 0] = msg.offset() or 0
+            key = self._field(msg.key(), MessageField.KEY)
+            value = self._field(msg.value(), MessageField.VALUE)
+            self.records.append(Rec(key, value))
+        return self.records
+
+    def _field(self, raw: bytes | None, field: Any) -> Any:
+        if raw is None:
+            return None
+        return self._decode(raw, SerializationContext(self.topic, field))
+
+    def _assign(self) -> bool:
+        metadata = self._consumer.list_topics(self.topic, timeout=10)
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            return False
+        self._partitions = [
+            TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(topic.partitions)
+        ]
+        self._consumer.assign(self._partitions)
+        self._positions = {tp.partition: -1 for tp in self._partitions}
+        self._assigned = True
+        return True
+
+
+def keyed_state(records: list[Rec], key_field: str = "id") -> dict[Any, dict[str, Any]]:
+    """What log compaction keeps: the last record per key; deletes and tombstones remove it."""
+    state: dict[Any, dict[str, Any]] = {}
+    for rec in records:
+        assert rec.key is not None, "snapshot tests use keyed tables"
+        key = rec.key[key_field]
+        if rec.value is None or rec.value["op"] == "d":
+            state.pop(key, None)
+        else:
+            state[key] = rec.value["after"]
+    return state
+
+
+def table_state(conn: psycopg.Connection[Any], table: str) -> dict[Any, dict[str, Any]]:
+    cur = conn.execute(f"SELECT * FROM {table}")
+    names = [d.name for d in cur.description or ()]
+    return {row[0]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
+
+
+def same_state(reader: TopicReader, conn: psycopg.Connection[Any], table: str) -> bool:
+    return keyed_state(reader.read()) == table_state(conn, table)
+
+
+def make_table(conn: psycopg.Connection[Any], table: str, rows: int) -> None:
+    """`id int PRIMARY KEY, v int, s text`: values decode to the same Python objects."""
+    conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int, s text)")
+    conn.execute(
+        f"INSERT INTO {table} SELECT g, g %% 1000, 'row ' || g FROM generate_series(1, %s) g",
+        (rows,),
+    )
+
+
+class Writer:
+    """Random updates, deletes and inserts in small transactions until `stop()`."""
+
+    def __init__(self, dsn: str, table: str, keys: int, seed: int = 7) -> None:
+        self._dsn = dsn
+        self._table = table
+        self._keys = keys
+        self._random = random.Random(seed)
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self.transactions = 0
+        self._thread = threading.Thread(target=self._run, name="writer", daemon=True)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise self.error
+
+    def wait_transactions(self, count: int, timeout: float = 60.0) -> None:
+        target = self.transactions + count
+        wait_for(lambda: self.transactions >= target or self.error, timeout, "writes")
+
+    def _run(self) -> None:
+        try:
+            with psycopg.connect(self._dsn, autocommit=True) as conn:
+                while not self._stop.is_set():
+                    self._transaction(conn)
+                    self.transactions += 1
+        except BaseException as exc:
+            self.error = exc
+
+    def _transaction(self, conn: psycopg.Connection[Any]) -> None:
+        r, t = self._random, self._table
+        with conn.transaction():
+            for _ in range(r.randint(1, 5)):
+                key = r.randint(1, self._keys + self._keys // 10)
+                action = r.random()
+                if action < 0.5:
+                    conn.execute(f"UPDATE {t} SET v = v + 1, s = s || '+' WHERE id = %s", (key,))
+                elif action < 0.75:
+                    conn.execute(f"DELETE FROM {t} WHERE id = %s", (key,))
+                else:
+                    conn.execute(
+                        f"INSERT INTO {t} VALUES (%s, %s, %s) ON CONFLICT (id) DO UPDATE "
+                        "SET v = EXCLUDED.v, s = EXCLUDED.s",
+                        (key, r.randint(0, 999), f"new {key}"),
+                    )
+
+
+class BridgeProcess:
+    """`python -m bridge run --config FILE` as a child process, output in a log file."""
+
+    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
+        self.config_path = workdir / "bridge.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.log_path = workdir / "bridge.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "bridge", "run", "--config", str(self.config_path)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill9(self) -> None:
+        assert self._proc is not None and self._proc.poll() is None, self.log()
+        self._proc.send_signal(signal.SIGKILL)
+        self._proc.wait(10)
+
+    def stop(self) -> int:
+        assert self._proc is not None
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+        return self._proc.wait(60)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

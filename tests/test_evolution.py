@@ -1,0 +1,163 @@
+"""ALTER TABLE while the bridge streams: schema versions in the registry.
+
+Every change to a table's shape registers a new version of its value subject before
+the first row that needs it; consumers read old and new records. A change the
+registry refuses stops the Pipeline with a SchemaError, and the slot is not
+acknowledged past the last delivered transaction, so a restart (after relaxing the
+subject's compatibility) delivers the refused row.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+from confluent_kafka.schema_registry import Schema
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from schema.live import (
+    Decoders,
+    RunningPipeline,
+    bridge_config,
+    confirmed_flush,
+    read_topic,
+    schema_id,
+    topic_size,
+    wait_until,
+)
+
+from bridge.errors import SchemaError
+
+CREATE = "CREATE TABLE evo (id int PRIMARY KEY, a int, b text)"
+FIRST = "INSERT INTO evo VALUES (1, 1, 'one')"
+# (DDL, the first row that needs the new shape, that row's after-image)
+STEPS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "ALTER TABLE evo ADD COLUMN c text DEFAULT 'dflt'",
+        "INSERT INTO evo VALUES (2, 2, 'two', 'see')",
+        {"id": 2, "a": 2, "b": "two", "c": "see"},
+    ),
+    (
+        "ALTER TABLE evo DROP COLUMN b",
+        "INSERT INTO evo VALUES (3, 3, 'c3')",
+        {"id": 3, "a": 3, "c": "c3"},
+    ),
+    (
+        "ALTER TABLE evo ALTER COLUMN a TYPE bigint",
+        "INSERT INTO evo VALUES (4, 1099511627776, 'c4')",
+        {"id": 4, "a": 1 << 40, "c": "c4"},
+    ),
+    (
+        "ALTER TABLE evo RENAME COLUMN c TO d",
+        "INSERT INTO evo VALUES (5, 5, 'd5')",
+        {"id": 5, "a": 5, "d": "d5"},
+    ),
+]
+
+
+def _after_fields(schema_str: str) -> list[str]:
+    before = json.loads(schema_str)["fields"][0]
+    return [f["name"] for f in before["type"][1]["fields"]]
+
+
+def test_each_alter_registers_a_version_before_its_first_row(
+    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], topic_prefix: str
+) -> None:
+    pg_conn.execute(CREATE)
+    cfg = bridge_config(stack, pg_db, prefix=topic_prefix)
+    topic = f"{topic_prefix}.public.evo"
+    subject = f"{topic}-value"
+    decoders = Decoders(cfg)
+    running = RunningPipeline(cfg)
+    try:
+        pg_conn.execute(FIRST)
+        assert len(read_topic(cfg, topic, 1, alive=lambda: running.alive)) == 1
+        # Nullable fields with defaults: every step must pass a BACKWARD check.
+        decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
+        for ddl, insert, _ in STEPS:
+            pg_conn.execute(ddl)
+            pg_conn.execute(insert)
+        received = read_topic(cfg, topic, 1 + len(STEPS), alive=lambda: running.alive)
+    finally:
+        running.stop()
+
+    expected = [{"id": 1, "a": 1, "b": "one"}, *(after for _, _, after in STEPS)]
+    assert len(received) == len(expected)
+    versions = decoders.client.get_versions(subject)
+    assert versions == list(range(1, len(expected) + 1))
+    registered = [decoders.client.get_version(subject, v) for v in versions]
+    assert [schema_id(r.value or b"") for r in received] == [v.schema_id for v in registered]
+    for version, after in zip(registered, expected, strict=True):
+        assert _after_fields(version.schema.schema_str or "") == list(after)
+    assert decoders.client.get_versions(f"{topic}-key") == [1]
+
+    # Each record read with its own (writer) schema ...
+    assert [decoders.value(topic, r.value)["after"] for r in received] == expected
+    # ... and every one with the newest schema as the reader's: int a reads as long,
+    # dropped b and renamed c vanish, d defaults to null.
+    latest = registered[-1].schema
+    reader = AvroDeserializer(decoders.client, Schema(latest.schema_str, "AVRO"))
+    context = SerializationContext(topic, MessageField.VALUE)
+    assert [reader(r.value, context)["after"] for r in received] == [
+        {"id": e["id"], "a": e["a"], "d": e.get("d")} for e in expected
+    ]
+
+
+def test_registry_refusal_stops_before_the_refused_transaction(
+    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], topic_prefix: str
+) -> None:
+    pg_conn.execute(CREATE)
+    cfg = bridge_config(stack, pg_db, prefix=topic_prefix)
+    slot = cfg.source.slot_name
+    topic = f"{topic_prefix}.public.evo"
+    subject = f"{topic}-value"
+    decoders = Decoders(cfg)
+    running = RunningPipeline(cfg)
+    try:
+        pg_conn.execute(FIRST)
+        (first,) = read_topic(cfg, topic, 1, alive=lambda: running.alive)
+        delivered_lsn = decoders.raw(first.value or b"")["source"]["lsn"]
+        wait_until(
+            lambda: confirmed_flush(pg_conn, slot) > delivered_lsn,
+            "the slot to confirm the delivered transaction",
+        )
+        decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
+        pg_conn.execute("ALTER TABLE evo ALTER COLUMN b TYPE int USING length(b)")
+        row = pg_conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
+        assert row is not None
+        before_refused = int(row[0])
+        pg_conn.execute("INSERT INTO evo VALUES (2, 2, 42)")
+        error = running.join()
+    finally:
+        running.pipeline.stop()
+
+    assert isinstance(error, SchemaError), repr(error)
+    assert "table public.evo" in error.message
+    assert f"subject {subject!r}" in error.message
+    reason = error.message.partition(" as incompatible: ")[2]
+    assert reason.strip(), f"no registry reason in: {error.message}"
+    assert error.hint and "compatibility" in error.hint
+    confirmed = confirmed_flush(pg_conn, slot)
+    assert delivered_lsn < confirmed <= before_refused
+    assert topic_size(cfg, topic) == 1
+    assert decoders.client.get_versions(subject) == [1]
+
+    # Relaxed, a restart on the same slot delivers the refused row: nothing was lost.
+    # The stack's registry reads a subject-level NONE as "no subject rule" and falls back
+    # to the global level (BACKWARD), so relax globally for the restart, then restore.
+    previous = decoders.client.get_compatibility()
+    decoders.client.set_compatibility(subject_name=subject, level="NONE")
+    decoders.client.set_compatibility(level="NONE")
+    try:
+        running = RunningPipeline(cfg)
+        try:
+            received = read_topic(cfg, topic, 2, alive=lambda: running.alive)
+        finally:
+            running.stop()
+    finally:
+        decoders.client.set_compatibility(level=previous)
+    assert [decoders.value(topic, r.value)["after"] for r in received] == [
+        {"id": 1, "a": 1, "b": "one"},
+        {"id": 2, "a": 2, "b": 42},
+    ]

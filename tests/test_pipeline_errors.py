@@ -1,0 +1,89 @@
+"""Bad bytes on the stream stop the bridge without acknowledging past the last good
+transaction (a decoder wrapped to fail on one message, against the real stack)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from bridge.config import Config
+from bridge.errors import ProtocolError
+from bridge.lsn import LSN
+from bridge.pipeline import Pipeline
+
+
+def slot_position(conn: psycopg.Connection[Any], slot: str) -> LSN:
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    ).fetchone()
+    assert row is not None
+    return LSN.parse(str(row[0])) if row[0] is not None else LSN(0)
+
+
+def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+) -> None:
+    pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    cfg = Config(
+        source={
+            "host": stack.pg_host,
+            "port": stack.pg_port,
+            "dbname": pg_db,
+            "user": stack.pg_user,
+            "password": stack.pg_password,
+            "slot_name": slot_name,
+            "publication_name": publication_name,
+            "status_interval_s": 0.2,
+        },
+        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": topic_prefix},
+        registry={"url": stack.registry_url},
+        http={"port": 0},
+        snapshot={"mode": "no_data"},
+    )
+    pipeline = Pipeline(cfg)
+    decode = pipeline.plugin.decode
+
+    def poisoned(raw: bytes) -> Any:
+        if b"POISON" in raw:
+            raise ProtocolError("I", 7, "test: poisoned message")
+        return decode(raw)
+
+    pipeline.plugin.decode = poisoned  # type: ignore[misc]
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pipeline.run()
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
+    good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
+    wait_for(lambda: slot_position(pg_conn, slot_name) >= good_end)  # idle follows keepalives
+    before_poison = LSN.parse(
+        str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0])  # type: ignore[index]
+    )
+    pg_conn.execute("INSERT INTO t VALUES (2, 'POISON')")
+    pg_conn.execute("INSERT INTO t VALUES (3, 'after')")
+    worker.join(60)
+    assert not worker.is_alive()
+    assert failure and isinstance(failure[0], ProtocolError)
+    assert "poisoned" in str(failure[0])
+    assert slot_position(pg_conn, slot_name) <= before_poison

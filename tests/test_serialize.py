@@ -1,0 +1,123 @@
+"""ChangeEncoder: Debezium's record shapes and Confluent framing (pure unit tests)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import fastavro
+import pytest
+
+from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
+from bridge.errors import SchemaError
+from bridge.events.model import Change
+from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
+from bridge.serialize import ChangeEncoder, Record, ToastMode, TxSource
+
+KEY_ID, VALUE_ID = 7, 8
+RELATION = Relation(
+    None,
+    16384,
+    "public",
+    "items",
+    "d",
+    (Column(1, "id", 23, -1), Column(0, "body", 25, -1), Column(0, "x", 5069, -1)),
+)
+TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
+TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
+ENVELOPE = fastavro.parse_schema(TABLE.envelope_schema)
+KEY = fastavro.parse_schema(TABLE.key_schema or {})
+UNCHANGED = object()  # an unchanged TOASTed value: PostgreSQL does not send it
+
+
+def tup(*values: object) -> TupleData:
+    kinds = bytes(
+        KIND_NULL if v is None else KIND_UNCHANGED if v is UNCHANGED else KIND_TEXT for v in values
+    )
+    return TupleData(kinds, tuple(v if isinstance(v, bytes) else None for v in values))
+
+
+def change(
+    op: str, old: TupleData | None = None, new: TupleData | None = None, kind: str = ""
+) -> Change:
+    return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None)
+
+
+def encode(c: Change, toast_mode: ToastMode = "list", tombstones: bool = True) -> list[Record]:
+    return ChangeEncoder(
+        TABLE, KEY_ID, VALUE_ID, toast_mode=toast_mode, tombstones=tombstones
+    ).records(c, TX)
+
+
+def read(payload: bytes | None, schema: Any, schema_id: int) -> Any:
+    assert payload is not None
+    assert struct.unpack(">bI", payload[:5]) == (0, schema_id)
+    return fastavro.schemaless_reader(io.BytesIO(payload[5:]), schema)
+
+
+def shapes(records: list[Record]) -> list[tuple[Any, Any]]:
+    """(key, (op, before, after, unchanged_fields)) per record; value None = tombstone."""
+    out = []
+    for key, value in records:
+        env = None if value is None else read(value, ENVELOPE, VALUE_ID)
+        summary = env and (env["op"], env["before"], env["after"], env["unchanged_fields"])
+        out.append((key and read(key, KEY, KEY_ID), summary))
+    return out
+
+
+def row(id_: int, body: str | None, x: int | None = None) -> dict[str, Any]:
+    return {"id": id_, "body": body, "x": x}
+
+
+def test_insert_is_framed_and_carries_the_source_block() -> None:
+    (record,) = encode(change("c", new=tup(b"1", b"a", b"5")))
+    assert shapes([record]) == [({"id": 1}, ("c", None, row(1, "a", 5), None))]
+    source = read(record[1], ENVELOPE, VALUE_ID)["source"]
+    assert (source["schema"], source["table"], source["txId"], source["lsn"]) == (
+        "public",
+        "items",
+        731,
+        0x1_0000_0028,
+    )
+
+
+def test_delete_is_followed_by_a_tombstone_unless_disabled() -> None:
+    delete = change("d", old=tup(b"1", None, None), kind="K")
+    assert shapes(encode(delete)) == [
+        ({"id": 1}, ("d", row(1, None), None, None)),
+        ({"id": 1}, None),
+    ]
+    assert len(encode(delete, tombstones=False)) == 1
+
+
+def test_a_primary_key_change_is_delete_tombstone_create() -> None:
+    update = change("u", old=tup(b"1", None, None), new=tup(b"2", b"a", None), kind="K")
+    assert shapes(encode(update)) == [
+        ({"id": 1}, ("d", row(1, None), None, None)),
+        ({"id": 1}, None),
+        ({"id": 2}, ("c", None, row(2, "a"), None)),
+    ]
+
+
+def test_unchanged_toast_listed_or_placeholder() -> None:
+    update = change("u", new=tup(b"1", UNCHANGED, b"3"))
+    assert shapes(encode(update)) == [({"id": 1}, ("u", None, row(1, None, 3), ["body"]))]
+    assert shapes(encode(update, toast_mode="placeholder")) == [
+        ({"id": 1}, ("u", None, row(1, UNAVAILABLE, 3), ["body"]))
+    ]
+
+
+def test_a_full_old_row_supplies_the_unchanged_value() -> None:
+    update = change("u", old=tup(b"1", b"big", b"3"), new=tup(b"1", UNCHANGED, b"4"), kind="O")
+    assert shapes(encode(update)) == [({"id": 1}, ("u", row(1, "big", 3), row(1, "big", 4), None))]
+
+
+def test_truncate_has_no_key() -> None:
+    assert shapes(encode(change("t"))) == [(None, ("t", None, None, None))]
+
+
+def test_a_value_outside_the_avro_type_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError, match=r"public\.items: a value does not fit"):
+        encode(change("c", new=tup(b"1", b"a", str(2**64 - 1).encode())))
