@@ -97,7 +97,8 @@ class TopicReader:
         self._consumer.close()
 
     def read(self, timeout: float = 30.0) -> list[Rec]:
-        """Read up to the current end of the topic (all partitions)."""
+        """Read up to the current end of the topic (all partitions); fails after `timeout`
+        seconds without progress."""
         if not self._assigned:
             wait_for(self._assign, timeout, f"topic {self.topic}")
         ends = {}
@@ -115,6 +116,7 @@ class TopicReader:
             if msg.error():
                 raise KafkaException(msg.error())
             positions[msg.partition() or 0] = msg.offset() or 0
+            deadline = time.monotonic() + timeout
             key = self._field(msg.key(), MessageField.KEY)
             value = self._field(msg.value(), MessageField.VALUE)
             self.records.append(Rec(key, value))

@@ -12,22 +12,43 @@ from bridge.lsn import LSN
 from .helpers import Writer, keyed_state, make_table, same_state, table_state, wait_for
 
 ROWS = 20_000
+MILLION = 1_000_000
 
 
 def test_snapshot_while_writes_continue(
     pg_conn: psycopg.Connection[Any], pg_dsn: str, make_settings: Any, run_bridge: Any, topic: Any
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
+    snapshot_while_writing(pg_conn, pg_dsn, make_settings, run_bridge, topic, ROWS, 1500)
+
+
+def test_million_row_snapshot_while_writes_continue(
+    pg_conn: psycopg.Connection[Any], pg_dsn: str, make_settings: Any, run_bridge: Any, topic: Any
+) -> None:
+    """The issue's size: 1,000,000 rows, final keyed state in Kafka equals the table."""
+    snapshot_while_writing(pg_conn, pg_dsn, make_settings, run_bridge, topic, MILLION, 25_000)
+
+
+def snapshot_while_writing(
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    make_settings: Any,
+    run_bridge: Any,
+    topic: Any,
+    rows: int,
+    chunk_size: int,
+) -> None:
+    patience = 120 + rows / 2_000  # seconds; 1M rows on a loaded 2-core machine
+    make_table(pg_conn, "t", rows)
     pg_conn.execute("CREATE TABLE nokey (a int, b text)")  # read by ctid ranges
     pg_conn.execute("INSERT INTO nokey SELECT g, 'n' || g FROM generate_series(1, 2500) g")
-    writer = Writer(pg_dsn, "t", ROWS).start()
+    writer = Writer(pg_dsn, "t", rows).start()
     writer.wait_transactions(20)
-    bridge = run_bridge(make_settings(mode="initial", workers=3, chunk_size=1500))
+    bridge = run_bridge(make_settings(mode="initial", workers=3, chunk_size=chunk_size))
     reader = topic("public.t")
-    wait_for(lambda: _run_state(pg_conn) == "done", 120, "the snapshot to finish")
+    wait_for(lambda: _run_state(pg_conn) == "done", patience, "the snapshot to finish")
     writer.wait_transactions(50)  # and the stream carries changes after the seam
     writer.stop()
-    wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "Kafka to hold the table's state")
+    wait_for(lambda: same_state(reader, pg_conn, "t"), patience, "Kafka to hold the table's state")
 
     records = reader.read()
     snapshot = [r for r in records if r.value is not None and r.value["op"] == "r"]
