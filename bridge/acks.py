@@ -34,11 +34,14 @@ class DeliveredRecord(Protocol):
     def __len__(self) -> int: ...
 
 
-def delivery_error(topic: str | None, partition: int | None, cause: str) -> DeliveryError:
+def delivery_error(
+    topic: str | None, partition: int | None, cause: str, table: str | None = None
+) -> DeliveryError:
     """The error for a record Kafka did not take, naming where it was going and why."""
     where = "unassigned" if partition is None or partition < 0 else str(partition)
+    of_table = f" (a row of table {table})" if table else ""
     return DeliveryError(
-        f"Kafka did not accept a record for topic {topic!r} partition {where}: {cause}",
+        f"Kafka did not accept a record for topic {topic!r} partition {where}{of_table}: {cause}",
         hint="nothing from its transaction on was acknowledged to PostgreSQL, so it is "
         "resent after a restart; fix the cause (topic, ACLs, broker health, record size "
         "against max.message.bytes) and restart the bridge",
@@ -74,7 +77,9 @@ class TxHandle:
         if err is None:
             self._tracker.delivered(self, len(msg))
         else:
-            error = delivery_error(msg.topic(), msg.partition(), err.str())
+            topic = msg.topic()
+            table = self._tracker.tables.get(topic) if topic else None
+            error = delivery_error(topic, msg.partition(), err.str(), table)
             self._tracker.delivered(self, len(msg), error)
 
     def __repr__(self) -> str:
@@ -95,6 +100,7 @@ class AckTracker:
         self.in_flight_records = 0
         self.in_flight_bytes = 0
         self.error: DeliveryError | None = None  # the first failure; the tracker is frozen
+        self.tables: dict[str, str] = {}  # topic -> "schema.table", so failures name the table
 
     @property
     def failed(self) -> bool:

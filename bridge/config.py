@@ -236,6 +236,10 @@ class PipelineConfig(_Section):
     shutdown_timeout_s: float = Field(30.0, gt=0)
     heartbeat_interval_s: float = Field(0.0, ge=0, description="0 disables heartbeats")
     transaction_metadata: bool = False
+    oversized: Literal["stop", "dead_letter"] = Field(
+        "stop", description="a row over its topic's record limit: stop, or dead-letter it"
+    )
+    dead_letter_topic: str | None = Field(None, description="default: <topic_prefix>.dlq")
 
 
 class FiltersConfig(_Section):

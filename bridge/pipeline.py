@@ -30,6 +30,7 @@ from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.http import operations
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
+from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
@@ -103,6 +104,14 @@ class Pipeline:
             while_blocked=self.metrics.ticking(self.stream.service),
         )
         self.metrics.watch(self.tracker, self.producer, self.snapshots.progress, self.stream.status)
+        self.oversized = OversizedPolicy(
+            cfg.pipeline.oversized,
+            cfg.pipeline.dead_letter_topic or f"{kafka.topic_prefix}.dlq",
+            TopicLimits(
+                kafka.client_config(), producer_max_bytes(kafka.producer), kafka.request_timeout_s
+            ),
+            self.tracker.tables,
+        )
         self.eos: KafkaTransactions | None = None
         if kafka.exactly_once:
             self.eos = self._start_transactions(client_config)
@@ -236,8 +245,17 @@ class Pipeline:
             self._event_counts[relation.namespace, relation.name, change.op] += 1
             topic, encoder = self.encoders.get(relation)
             records = encoder.records(change, self._tx_source)
+            limit = self.oversized.limit(topic, relation)
             for key, value in records:
-                self._send(topic, key, value)
+                if len(key or b"") + len(value or b"") > limit:
+                    key_schema = encoder.table.key_schema
+                    self._send(
+                        *self.oversized.divert(
+                            topic, key, value, relation, key_schema, self._tx_source
+                        )
+                    )
+                else:
+                    self._send(topic, key, value)
         if self.incremental is not None:  # signals, watermarks, chunk rows at a window's end
             for extra in self.incremental.on_change(change, records, self._tx_source):
                 self._send(*extra)

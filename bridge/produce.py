@@ -116,7 +116,7 @@ class ProducerStoppedError(Exception):
     """
 
 
-def _refused(topic: str, exc: KafkaException) -> DeliveryError:
+def _refused(topic: str, exc: KafkaException, table: str | None = None) -> DeliveryError:
     """The client refused a record outright; a fatal state has its own explanation."""
     err = exc.args[0]
     if err.fatal() or err.name() in ("_FATAL", "_FENCED"):
@@ -127,7 +127,7 @@ def _refused(topic: str, exc: KafkaException) -> DeliveryError:
             "kafka.transactional_id fenced this one; otherwise see the bridge.kafka log. "
             "Nothing past the last committed transaction was acknowledged",
         )
-    return delivery_error(topic, None, err.str())
+    return delivery_error(topic, None, err.str(), table)
 
 
 def _no_op() -> None:
@@ -202,7 +202,7 @@ class Producer:
                     raise ProducerStoppedError from None
                 self._blocked_turn()
             except KafkaException as exc:
-                error = _refused(topic, exc)
+                error = _refused(topic, exc, tracker.tables.get(topic))
                 tracker.fail(handle, error)
                 raise error from None
         handle.add_record(size)

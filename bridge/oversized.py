@@ -1,0 +1,196 @@
+"""Rows too large for their topic: stop with an error naming table and key, or dead-letter.
+
+The decision is made before producing, in the pipeline thread, against the smallest of
+the producer's `message.max.bytes` and the topic's `max.message.bytes` (fetched once per
+topic). Sizes are uncompressed, as librdkafka checks them: a row is judged the same way
+whatever else shares its batch. A row is never dropped: in `dead_letter` mode it is
+replaced by a small JSON record on the dead-letter topic, produced under the same
+transaction handle, so the slot advances past it only once that record is delivered.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Final
+
+import fastavro
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from bridge.decode.messages import Relation
+from bridge.errors import DeliveryError
+from bridge.serialize import TxSource
+
+log = logging.getLogger("bridge.oversized")
+
+# A lone record's batch header (61 bytes) plus its own varint framing, rounded up.
+RECORD_OVERHEAD: Final = 128
+CLIENT_DEFAULT_MAX: Final = 1_000_000  # librdkafka's message.max.bytes default
+_KEY_TEXT_MAX: Final = 200
+
+Record = tuple[str, bytes | None, bytes | None]
+
+
+class TopicLimits:
+    """The largest key + value each topic accepts, from the broker once per topic.
+
+    A topic not created yet will get the broker's default, so that is used instead. If
+    neither can be read (ACLs), only the producer's own limit applies, with a warning:
+    the delivery callback then still stops the bridge with an error naming the table.
+    """
+
+    def __init__(
+        self,
+        client_config: Mapping[str, Any],
+        producer_max: int,
+        timeout_s: float,
+        admin_factory: Callable[[dict[str, Any]], Any] = AdminClient,
+    ) -> None:
+        self._client_config = dict(client_config)
+        self._producer_max = producer_max
+        self._timeout = timeout_s
+        self._admin_factory = admin_factory
+        self._admin: Any = None
+        self._limits: dict[str, int] = {}
+        self._broker_max: int | None = None
+
+    def get(self, topic: str) -> int:
+        limit = self._limits.get(topic)
+        if limit is None:
+            limit = min(self._producer_max, self._fetch(topic)) - RECORD_OVERHEAD
+            self._limits[topic] = limit
+        return limit
+
+    def _fetch(self, topic: str) -> int:
+        if self._admin is None:
+            self._admin = self._admin_factory(self._client_config)
+        try:
+            return self._describe(ResourceType.TOPIC, topic, "max.message.bytes")
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return self._unknown(topic, exc.args[0].str())
+        try:
+            if self._broker_max is None:
+                brokers = self._admin.list_topics(timeout=self._timeout).brokers
+                broker = str(min(brokers))
+                self._broker_max = self._describe(ResourceType.BROKER, broker, "message.max.bytes")
+            return self._broker_max
+        except (KafkaException, ValueError) as exc:
+            cause = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+            return self._unknown(topic, cause)
+
+    def _describe(self, kind: ResourceType, name: str, entry: str) -> int:
+        futures = self._admin.describe_configs(
+            [ConfigResource(kind, name)], request_timeout=self._timeout
+        )
+        (future,) = futures.values()
+        return int(future.result(timeout=self._timeout)[entry].value)
+
+    def _unknown(self, topic: str, cause: str) -> int:
+        log.warning(
+            "cannot read max.message.bytes of topic %r (%s); checking rows against "
+            "the producer's message.max.bytes only",
+            topic,
+            cause,
+        )
+        return self._producer_max
+
+
+def producer_max_bytes(producer_settings: Mapping[str, Any]) -> int:
+    """The client-side limit librdkafka enforces at produce()."""
+    return int(producer_settings.get("message.max.bytes", CLIENT_DEFAULT_MAX))
+
+
+def key_text(key: bytes | None, key_schema: Mapping[str, Any] | None) -> str:
+    """The key as its Avro record when it decodes, else hex; truncated for log lines."""
+    if key is None:
+        return "<no key>"
+    text = key.hex()
+    if key_schema is not None and len(key) > 5:
+        try:
+            parsed = fastavro.parse_schema(dict(key_schema))
+            text = repr(fastavro.schemaless_reader(io.BytesIO(key[5:]), parsed, None))
+        except Exception:  # a key that will not decode is shown as hex
+            text = key.hex()
+    return text if len(text) <= _KEY_TEXT_MAX else text[: _KEY_TEXT_MAX - 3] + "..."
+
+
+class OversizedPolicy:
+    """What to do with a row over its topic's limit (config `pipeline.oversized`).
+
+    `tables` (topic -> "schema.table") is shared with the ack tracker, so a size failure
+    that still reaches a delivery callback names the table too.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        dead_letter_topic: str,
+        limits: TopicLimits,
+        tables: MutableMapping[str, str],
+    ) -> None:
+        self.mode = mode
+        self.dead_letter_topic = dead_letter_topic
+        self._limits = limits
+        self._tables = tables
+        self.diverted = 0  # rows sent to the dead-letter topic (a metric)
+
+    def limit(self, topic: str, relation: Relation) -> int:
+        """Per change, not per record: one dict lookup on the hot path."""
+        if topic not in self._tables:
+            self._tables[topic] = f"{relation.namespace}.{relation.name}"
+        return self._limits.get(topic)
+
+    def divert(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        relation: Relation,
+        key_schema: Mapping[str, Any] | None,
+        source: TxSource,
+    ) -> Record:
+        """The dead-letter record replacing an oversized one; raises in `stop` mode."""
+        table = f"{relation.namespace}.{relation.name}"
+        size = len(key or b"") + len(value or b"")
+        limit = self._limits.get(topic) + RECORD_OVERHEAD
+        shown = key_text(key, key_schema)
+        lsn = source.base["lsn"]
+        if self.mode != "dead_letter":
+            raise DeliveryError(
+                f"a row of table {table} with key {shown} is {size} bytes, over the "
+                f"{limit}-byte record limit of topic {topic!r} (commit LSN {lsn})",
+                hint="raise the topic's max.message.bytes (and kafka.producer "
+                "message.max.bytes), or set pipeline.oversized: dead_letter to send such "
+                f"rows to {self.dead_letter_topic!r}; nothing from this transaction on "
+                "was acknowledged to PostgreSQL",
+            )
+        self.diverted += 1
+        log.warning(
+            "row of table %s with key %s (%d bytes) exceeds the %d-byte limit of topic %r: "
+            "sent to dead-letter topic %r",
+            table,
+            shown,
+            size,
+            limit,
+            topic,
+            self.dead_letter_topic,
+        )
+        record = {
+            "topic": topic,
+            "partition": None,  # decided before producing: never assigned one
+            "table": table,
+            "key": None if key is None else base64.b64encode(key).decode("ascii"),
+            "key_text": shown,
+            "size": size,
+            "limit": limit,
+            "reason": "record larger than the topic's max.message.bytes or the producer's "
+            "message.max.bytes",
+            "lsn": lsn,
+            "txId": source.base["txId"],
+        }
+        return self.dead_letter_topic, key, json.dumps(record).encode()

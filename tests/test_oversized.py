@@ -1,0 +1,262 @@
+"""Rows over the topic's record limit: a clear stop naming table and key, or a dead letter.
+
+Live: the table's topic is created with max.message.bytes=10000 and a 50 kB row of
+incompressible text goes through a real Pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bridge.acks import AckTracker
+from bridge.config import Config
+from bridge.demo import consume
+from bridge.errors import DeliveryError
+from bridge.oversized import RECORD_OVERHEAD, TopicLimits, key_text
+from bridge.pipeline import Pipeline
+
+KEY_SCHEMA = {
+    "type": "record",
+    "name": "Key",
+    "fields": [{"name": "id", "type": "int"}],
+}
+BIG_ROW = (
+    "INSERT INTO big (id, payload) "
+    "SELECT %s, string_agg(md5(random()::text || g::text), '') FROM generate_series(1, 1600) g"
+)
+
+
+# Pure unit tests: how a key is shown in the error.
+
+
+def test_key_text_decodes_the_avro_key() -> None:
+    framed = b"\x00" + struct.pack(">I", 7) + b"\x54"  # zigzag varint of 42
+    assert key_text(framed, KEY_SCHEMA) == "{'id': 42}"
+
+
+def test_key_text_falls_back_to_truncated_hex() -> None:
+    assert key_text(b"\x00\x00\x00\x00\x07", None) == "0000000007"
+    shown = key_text(b"\xff" * 500, None)
+    assert len(shown) == 200 and shown.endswith("...") and shown.startswith("ffff")
+    assert key_text(None, KEY_SCHEMA) == "<no key>"
+
+
+class _Err:
+    def str(self) -> str:
+        return "Broker: Message size too large"
+
+
+class _Msg:
+    def topic(self) -> str:
+        return "p.public.big"
+
+    def partition(self) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 50_000
+
+
+def test_a_size_failure_in_the_delivery_callback_names_the_table() -> None:
+    tracker = AckTracker()
+    tracker.tables["p.public.big"] = "public.big"
+    handle = tracker.open_tx()
+    handle.add_record(50_000)
+    handle(_Err(), _Msg())
+    assert tracker.error is not None
+    assert "table public.big" in tracker.error.message
+    assert "too large" in tracker.error.message
+
+
+# Live tests against the local stack.
+
+
+def test_topic_limits_come_from_the_topic_or_the_broker_default(
+    kafka_bootstrap: str, small_topic: str, topic_prefix: str
+) -> None:
+    limits = TopicLimits({"bootstrap.servers": kafka_bootstrap}, 1_000_000, 10.0)
+    assert limits.get(small_topic) == 10_000 - RECORD_OVERHEAD
+    # Not created yet: it will get the broker's message.max.bytes (1048588 by default),
+    # so the producer's smaller limit binds.
+    assert limits.get(f"{topic_prefix}.not_yet") == 1_000_000 - RECORD_OVERHEAD
+    bigger = TopicLimits({"bootstrap.servers": kafka_bootstrap}, 50_000_000, 10.0)
+    assert 10_000 < bigger.get(f"{topic_prefix}.not_yet") < 50_000_000 - RECORD_OVERHEAD
+
+
+class _Running:
+    """A Pipeline in a thread, keeping the exception it ended with."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.pipeline = Pipeline(cfg)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.pipeline.run()
+        except BaseException as exc:  # reported to the test thread
+            self.error = exc
+
+    def stop(self) -> None:
+        self.pipeline.stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+
+
+def _config(
+    stack: Any, db: str, slot: str, publication: str, prefix: str, tmp: Path, mode: str
+) -> Config:
+    return Config(
+        source={
+            "host": stack.pg_host,
+            "port": stack.pg_port,
+            "dbname": db,
+            "user": stack.pg_user,
+            "password": stack.pg_password,
+            "slot_name": slot,
+            "publication_name": publication,
+            "status_interval_s": 1.0,
+        },
+        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
+        registry={"url": stack.registry_url},
+        http={"port": 0},
+        snapshot={"mode": "no_data"},
+        pipeline={"oversized": mode, "spill_dir": str(tmp)},
+    )
+
+
+@pytest.fixture
+def small_topic(kafka_bootstrap: str, topic_prefix: str) -> Iterator[str]:
+    topic = f"{topic_prefix}.public.big"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    new = NewTopic(topic, num_partitions=1, replication_factor=1)
+    new.config = {"max.message.bytes": "10000"}
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=30)
+    yield topic
+
+
+def _write(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...] = ()) -> str:
+    """Run `sql` in its own transaction; an LSN its commit record ends after."""
+    with conn.transaction():
+        conn.execute(sql, params)
+        row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _confirmed_at_least(conn: psycopg.Connection[Any], slot: str, lsn: str) -> bool:
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn >= %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
+        (lsn, slot),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _wait(condition: Any, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)  # polling a condition, not synchronising by time
+    return False
+
+
+def _read_json(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[Any]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oversized-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            value = msg.value()
+            assert value is not None
+            out.append((msg.key(), json.loads(value)))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_stop_mode_names_table_and_key_and_holds_the_slot(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    small_topic: str,
+    tmp_path: Path,
+) -> None:
+    pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, payload text)")
+    cfg = _config(stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path, "stop")
+    running = _Running(cfg)
+    try:
+        first = _write(pg_conn, "INSERT INTO big VALUES (1, 'small')")
+        assert _wait(lambda: _confirmed_at_least(pg_conn, slot_name, first))
+        inside_big = _write(pg_conn, BIG_ROW, (2,))
+        running.thread.join(60)
+        assert not running.thread.is_alive(), "the pipeline did not stop on the oversized row"
+    finally:
+        running.stop()
+    error = running.error
+    assert isinstance(error, DeliveryError), error
+    assert "public.big" in error.message and "{'id': 2}" in error.message
+    assert small_topic in error.message and "10000" in error.message
+    assert "dead_letter" in (error.hint or "")
+    assert not _confirmed_at_least(pg_conn, slot_name, inside_big)
+    assert len(consume(cfg, small_topic, 2, timeout=5)) == 1  # only the small row
+
+
+def test_dead_letter_mode_diverts_the_row_and_keeps_flowing(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    small_topic: str,
+    tmp_path: Path,
+) -> None:
+    pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, payload text)")
+    cfg = _config(stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path, "dead_letter")
+    running = _Running(cfg)
+    try:
+        _write(pg_conn, BIG_ROW, (1,))
+        last = _write(pg_conn, "INSERT INTO big VALUES (2, 'small')")
+        dead = _read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 1)
+        rows = consume(cfg, small_topic, 1)
+        assert _wait(lambda: _confirmed_at_least(pg_conn, slot_name, last))
+        assert running.error is None and running.thread.is_alive()
+    finally:
+        running.stop()
+    assert running.error is None
+    assert len(dead) == 1
+    _, record = dead[0]
+    assert record["table"] == "public.big" and record["topic"] == small_topic
+    assert record["key_text"] == "{'id': 1}" and record["size"] > 50_000
+    assert record["limit"] == 10_000 and record["partition"] is None
+    assert record["key"] and record["lsn"] > 0 and record["reason"]
+    assert [(key["id"], value["after"]["payload"]) for key, value in rows] == [(2, "small")]
+    assert len(_read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 2, timeout=5)) == 1
