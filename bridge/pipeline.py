@@ -24,7 +24,6 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config, RaiseOnRefusal
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
-from bridge.errors import BridgeError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.http import operations
@@ -346,14 +345,20 @@ class Pipeline:
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))
 
     def _close(self) -> None:
-        self.assembler.close()
-        self.producer.close()
-        try:
-            self.stream.close()
-        except BridgeError as exc:
-            log.warning("closing the replication stream: %s", exc)
-        self._catalog_conn.close()
-        self.snapshots.close()
+        """Every step runs even if an earlier one fails: the error that ended the run is
+        the one to report, not a cleanup failure."""
+        steps = (
+            ("spill buffers", self.assembler.close),
+            ("Kafka producer", self.producer.close),
+            ("replication stream", self.stream.close),
+            ("catalog connection", self._catalog_conn.close),
+            ("snapshot readers", self.snapshots.close),
+        )
+        for name, close in steps:
+            try:
+                close()
+            except Exception as exc:  # cleanup only: logged, never raised over the cause
+                log.warning("closing the %s: %s", name, exc)
 
 
 def run_pipeline(cfg: Config) -> None:

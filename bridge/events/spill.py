@@ -193,8 +193,11 @@ class SpillBuffer:
         file, path = self._file, self._path
         self._file = self._path = None
         if file is not None and path is not None:
-            try:
+            # The content is being thrown away: a failing flush at close (a full disk, the
+            # very error that may have brought us here) must not mask the real cause.
+            with contextlib.suppress(OSError):
                 file.close()
+            try:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             except OSError as exc:

@@ -1,0 +1,112 @@
+"""The fault suite's verdict: Kafka's records against PostgreSQL's committed history.
+
+PostgreSQL's side is the ledger table itself, read after the run: a row is there iff
+its transaction committed (crashes and restarts included), so nothing the writer
+merely believed it committed can hide a loss. Kafka's side is every record of the
+run's topics, read from the beginning (librdkafka's default isolation level is
+read_committed, so aborted exactly-once transactions are invisible, as they must be).
+
+A fault is (when, confirmed_flush_lsn at that moment). After a fault PostgreSQL
+resends every transaction whose commit LSN is at or past the slot's position, so a
+second copy of a row is legitimate only in at-least-once mode, only if it reached
+Kafka after a fault, and only if its transaction committed at or past the position
+acknowledged at that (latest preceding) fault.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import psycopg
+from delivery.kafka_io import Rec
+
+from bridge.lsn import LSN
+
+
+class Fault(NamedTuple):
+    t_ms: float  # wall clock just before the fault was injected
+    acked: LSN  # confirmed_flush_lsn when the fault hit (what PostgreSQL will not resend)
+    what: str
+
+
+class Summary(NamedTuple):
+    scenario: str
+    faults: int
+    checked: int  # committed rows compared
+    lost: int
+    duplicated: int  # second copies, allowed or not
+    bad_duplicates: int  # copies the mode or the acknowledged LSN forbids
+    out_of_order: int
+
+
+def committed_rows(conn: psycopg.Connection[Any]) -> set[tuple[int, int]]:
+    return {(t, r) for t, r in conn.execute("SELECT txn, row FROM ledger").fetchall()}
+
+
+def _ledger_key(rec: Rec) -> tuple[int, int] | None:
+    if rec.value is None or rec.value["after"] is None:
+        return None
+    after = rec.value["after"]
+    return int(after["txn"]), int(after["row"])
+
+
+def check(
+    scenario: str,
+    committed: set[tuple[int, int]],
+    records: Sequence[Rec],
+    faults: Sequence[Fault],
+    exactly_once: bool,
+) -> Summary:
+    """Count lost, duplicated (and forbidden duplicates) and reordered rows; print the table.
+
+    Order: per partition (hence per key), the first copies of rows must arrive in
+    commit-LSN order; a resent copy is judged by the duplicate rule instead.
+    """
+    fault_times = [f.t_ms for f in faults]
+    first: set[tuple[int, int]] = set()
+    duplicated = bad = reordered = 0
+    last_lsn: dict[tuple[str, int], int] = {}
+    for rec in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+        key = _ledger_key(rec)
+        if key is None:
+            continue
+        if key in first:
+            duplicated += 1
+            n = bisect.bisect_right(fault_times, rec.append_ms)
+            if exactly_once or n == 0 or rec.commit_lsn < faults[n - 1].acked:
+                bad += 1
+            continue
+        first.add(key)
+        where = (rec.topic, rec.partition)
+        if rec.commit_lsn < last_lsn.get(where, 0):
+            reordered += 1
+        last_lsn[where] = max(rec.commit_lsn, last_lsn.get(where, 0))
+    summary = Summary(
+        scenario,
+        len(faults),
+        len(committed),
+        len(committed - first),
+        duplicated,
+        bad,
+        reordered,
+    )
+    print_table([summary])
+    return summary
+
+
+def print_table(rows: Sequence[Summary]) -> None:
+    head = ("scenario", "faults", "checked", "lost", "duplicated", "bad dups", "out of order")
+    cells = [head, *[tuple(str(v) for v in row) for row in rows]]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    print("\n" + "\n".join(lines))
+
+
+def assert_clean(summary: Summary) -> None:
+    assert summary.checked > 0, "no committed rows to check"
+    assert summary.lost == 0, f"{summary.lost} committed rows lost: {summary}"
+    assert summary.bad_duplicates == 0, f"forbidden duplicates: {summary}"
+    assert summary.out_of_order == 0, f"rows out of commit order: {summary}"

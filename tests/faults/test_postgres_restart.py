@@ -1,0 +1,78 @@
+"""Fast and immediate restarts of PostgreSQL mid-stream; the bridge is restarted after each.
+
+After an immediate shutdown PostgreSQL resumes the slot from its last checkpointed
+state, which may be older than what the walsender had confirmed in memory: the
+fault's acknowledged LSN is therefore the slot's position as PostgreSQL came back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from delivery.helpers import BridgeProcess, SlotMonitor, wait_for, wait_slot_active
+from delivery.ledger import LedgerWriter
+
+from .checker import Fault, assert_clean, check
+from .harness import acked, drain, ledger_topic, stop_bridge
+
+
+def _restart(stack: Any, mode: str) -> None:
+    if mode == "fast":
+        stack.restart_postgres(graceful=True)
+        return
+    pid_file = stack.postgres.data_dir / "postmaster.pid"
+    os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)  # pg_ctl -m immediate
+    wait_for(lambda: not stack.postgres.running(), 30, "the postmaster to exit")
+    stack.start_postgres()
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_postgres_restart_mid_stream(
+    stack: Any,
+    pg_dsn: str,
+    slot_name: str,
+    topic_prefix: str,
+    kafka_bootstrap: str,
+    registry_url: str,
+    settings: dict[str, Any],
+    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    mode: str,
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        reader = ledger_topic(conn, kafka_bootstrap, registry_url, topic_prefix)
+        bridge = bridge_process(settings)
+        bridge.start()
+        floor = wait_slot_active(conn, slot_name, bridge).confirmed_flush
+    monitor = SlotMonitor(pg_dsn, slot_name)
+    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100, reconnect=True)
+    try:
+        reader.read_until(
+            lambda recs: len(recs) >= 300 and monitor.flushed() > floor,
+            60,
+            "300 records and an acknowledgement",
+            watch=bridge,
+        )
+        t_ms, before = time.time() * 1000, monitor.flushed()
+        _restart(stack, mode)
+        code = bridge.wait(30)
+        assert code == 1, f"exit code {code} after PostgreSQL went away:\n{bridge.log()}"
+        assert "Traceback" not in bridge.log(), bridge.log()
+        fault = Fault(t_ms, min(before, acked(pg_dsn, slot_name)), f"postgres {mode} restart")
+        bridge.start()
+        goal = len(writer.committed) + 100
+        wait_for(lambda: len(writer.committed) >= goal, 60, "writes after the restart")
+        rows = drain(pg_dsn, reader, writer, bridge)
+        stop_bridge(bridge, reader)
+    finally:
+        writer.stop()
+        monitor.stop()
+        reader.close()
+    summary = check(f"postgres {mode} restart", rows, reader.records, [fault], exactly_once=False)
+    assert_clean(summary)
