@@ -54,6 +54,9 @@ class SourceConfig(_Section):
     sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
     sslrootcert: Path | None = None
     connect_timeout_s: int = Field(10, ge=1)
+    tcp_user_timeout_s: int = Field(
+        60, ge=0, description="drop a link whose sent data stays unacknowledged; 0 = OS default"
+    )
 
     plugin: Literal["pgoutput", "pglogical_output"] = "pgoutput"
     slot_name: str = Field("bridge", pattern=r"^[a-z0-9_]{1,63}$")
@@ -94,6 +97,9 @@ class SourceConfig(_Section):
             "user": self.user,
             "sslmode": self.sslmode,
             "connect_timeout": self.connect_timeout_s,
+            # Status updates go out every few seconds, so a black-holed link shows up as
+            # unacknowledged data: give up after this instead of the OS's ~15 minutes.
+            "tcp_user_timeout": self.tcp_user_timeout_s * 1000,
             "application_name": f"bridge:{self.slot_name}",
         }
         if self.password is not None:
