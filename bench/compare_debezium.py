@@ -1,0 +1,178 @@
+"""Debezium's PostgreSQL connector under Kafka Connect standalone, for bench/compare.py.
+
+The jars come from Maven Central (bench/debezium/pom.xml) through the local stack's
+install helpers, so they are built once per machine and cached like the broker's.
+Everything sits on one classpath: no plugin.path, no per-plugin class loader to set up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+_LOCAL = str(ROOT / "deploy" / "local")
+if _LOCAL not in sys.path:  # the stack_* modules live beside stack.py, outside any package
+    sys.path.insert(0, _LOCAL)
+
+_install = importlib.import_module("stack_install")
+_proc = importlib.import_module("stack_proc")
+
+DEBEZIUM_VERSION = "3.3.1.Final"  # keep equal to bench/debezium/pom.xml
+POM = Path(__file__).resolve().parent / "debezium" / "pom.xml"
+COMPONENT = "debezium"
+LOG4J2 = """\
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.dbz.name = io.debezium
+logger.dbz.level = info
+"""
+
+
+def debezium_libs(java_home: Path, log_path: Path) -> Path:
+    """Directory of Connect's and the connector's jars, resolved once per machine."""
+
+    def build(scratch: Path) -> Path:
+        _install.run_maven(
+            COMPONENT,
+            POM,
+            [
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={scratch / 'out' / 'libs'}",
+            ],
+            scratch,
+            java_home,
+            log_path,
+        )
+        return scratch / "out"
+
+    cache = _install.cached_build(COMPONENT, f"debezium-{DEBEZIUM_VERSION}", log_path, build)
+    return Path(cache) / "libs"
+
+
+def _properties(path: Path, values: dict[str, str | int]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return path
+
+
+class Debezium:
+    """One standalone Connect worker running one PostgresConnector task.
+
+    `offset.flush.interval.ms` is 1 s because the connector confirms an LSN to the slot
+    only when Connect commits its offsets: that is when our completion check can see it.
+    """
+
+    def __init__(
+        self,
+        stack: Any,
+        *,
+        dbname: str,
+        table: str,
+        slot: str,
+        publication: str,
+        prefix: str,
+        workdir: Path,
+        schemas: bool,
+    ) -> None:
+        self.log = workdir / f"{prefix}.log"
+        java_home = Path(_install.find_java_home(COMPONENT, self.log))
+        self.java = java_home / "bin" / "java"
+        self.libs = debezium_libs(java_home, self.log)
+        converter = "org.apache.kafka.connect.json.JsonConverter"
+        self.worker = _properties(
+            workdir / f"{prefix}-worker.properties",
+            {
+                "bootstrap.servers": stack.kafka_bootstrap,
+                "key.converter": converter,
+                "value.converter": converter,
+                "key.converter.schemas.enable": str(schemas).lower(),
+                "value.converter.schemas.enable": str(schemas).lower(),
+                "offset.storage.file.filename": str(workdir / f"{prefix}.offsets"),
+                "offset.flush.interval.ms": 1000,
+                "listeners": f"http://127.0.0.1:{_proc.free_port()}",
+            },
+        )
+        self.connector = _properties(
+            workdir / f"{prefix}-connector.properties",
+            {
+                "name": prefix,
+                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                "tasks.max": 1,
+                "database.hostname": stack.pg_host,
+                "database.port": stack.pg_port,
+                "database.user": stack.pg_user,
+                "database.password": stack.pg_password,
+                "database.dbname": dbname,
+                "topic.prefix": prefix,
+                "plugin.name": "pgoutput",
+                "slot.name": slot,
+                "publication.name": publication,
+                "publication.autocreate.mode": "disabled",
+                # 3.x has no "never"; no_data starts streaming at the WAL position of its
+                # (schema-only) snapshot, so prime() stores an offset before the load.
+                "snapshot.mode": "no_data",
+                "heartbeat.interval.ms": 1000,
+                "table.include.list": f"public.{table}",
+            },
+        )
+        self.offsets = workdir / f"{prefix}.offsets"
+        self.log4j = workdir / f"{prefix}-log4j2.properties"
+        self.log4j.write_text(LOG4J2)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = [
+            str(self.java),
+            "-Xms256m",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.log4j}",
+            "-cp",
+            f"{self.libs}/*",
+            "org.apache.kafka.connect.cli.ConnectStandalone",
+            str(self.worker),
+            str(self.connector),
+        ]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def prime(
+        self, wait: Callable[[Callable[[], bool], float, str, Callable[[], None]], None]
+    ) -> None:
+        """Run once before the load, until an offset (a heartbeat's) is stored.
+
+        A restart then resumes streaming from that offset, so the backlog committed
+        in between is read like the other readers read it; without an offset a
+        no_data start would skip it.
+        """
+        self.start()
+        wait(
+            lambda: self.offsets.is_file() and self.offsets.stat().st_size > 0,
+            300,
+            "Debezium's first offset",
+            self.check,
+        )
+        self.stop()
+
+    def check(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise SystemExit(f"Kafka Connect is not running:\n{self.log.read_text()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
