@@ -8,7 +8,7 @@ _MAX = (1 << 64) - 1
 
 
 class LSN(int):
-    """A WAL position: an `int` that formats as PostgreSQL's `XXXXXXXX/XXXXXXXX`.
+    """A WAL position: an `int` that formats as PostgreSQL does (`16/B374D848`).
 
     An `int` subclass so that ordering and arithmetic stay native and cheap.
     """
