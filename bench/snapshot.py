@@ -37,6 +37,7 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their siblings by name
 
 from bridge.config import Config  # noqa: E402
 from bridge.pipeline import Pipeline  # noqa: E402

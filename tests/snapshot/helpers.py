@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -23,21 +22,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from delivery.helpers import bridge_settings, wait_for
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(probe: Callable[[], T], timeout: float, what: str, every: float = 0.05) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def settings(
@@ -49,23 +37,10 @@ def settings(
     spill_dir: Path,
     **snapshot: Any,
 ) -> dict[str, Any]:
-    return {
-        "source": {
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": dbname,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot,
-            "publication_name": publication,
-            "status_interval_s": 1.0,
-        },
-        "kafka": {"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
-        "registry": {"url": stack.registry_url},
-        "pipeline": {"spill_dir": str(spill_dir)},
-        "http": {"port": 0},
-        "snapshot": {"progress_bar": "never", **snapshot},
-    }
+    """The delivery suite's configuration with the snapshot options under test."""
+    config = bridge_settings(stack, dbname, slot, publication, prefix, spill_dir)
+    config["snapshot"] = {"progress_bar": "never", **snapshot}
+    return config
 
 
 class Rec(NamedTuple):
