@@ -19,12 +19,15 @@ from fastavro import parse_schema, schemaless_writer
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
 from bridge.errors import SchemaError
 from bridge.events.model import Change
-from bridge.schema.fastwriter import compile_writer
+from bridge.schema.fastwriter import compile_writer, write_long
+from bridge.schema.fixed import load_fixed
+from bridge.schema.rowwriter import RowBodies, compile_row_writer
 from bridge.schema.table import TableCodec
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
 ToastMode = Literal["list", "placeholder"]
 _HEADER = struct.Struct(">bI")
+_OPS = {"c": b"\x02c", "u": b"\x02u", "d": b"\x02d"}  # Avro strings: length 1, the letter
 
 
 def framed_writer(
@@ -37,10 +40,7 @@ def framed_writer(
     does not compile. A value the schema cannot hold (an xid8 above 2^63) is a
     SchemaError naming `label`, not a bare ValueError."""
     header = _HEADER.pack(0, schema_id)
-    try:
-        body = compile_writer(schema)
-    except SchemaError:
-        body = _fastavro_body(schema)
+    body = _body_writer(schema)
 
     def write(datum: Any) -> bytes:
         try:
@@ -61,6 +61,13 @@ def framed_writer(
     return write
 
 
+def _body_writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
+    try:
+        return compile_writer(schema)
+    except SchemaError:
+        return _fastavro_body(schema)
+
+
 def _fastavro_body(schema: dict[str, Any]) -> Callable[[Any], bytes]:
     parsed = parse_schema(schema)
 
@@ -72,10 +79,16 @@ def _fastavro_body(schema: dict[str, Any]) -> Callable[[Any], bytes]:
     return body
 
 
-class TxSource:
-    """The parts of Debezium's source block fixed for one transaction."""
+_SOURCE_BODY = _body_writer(load_fixed("source"))
 
-    __slots__ = ("base", "ts_ms")
+
+class TxSource:
+    """The parts of Debezium's source block fixed for one transaction.
+
+    `blocks` caches the encoded block per table: it is the same for every row of a table
+    in the transaction, so the fast path writes it once."""
+
+    __slots__ = ("base", "blocks", "ts_ms")
 
     def __init__(
         self, server: str, db: str, xid: int | None, commit_lsn: int, commit_ts: int, version: str
@@ -95,12 +108,23 @@ class TxSource:
             "lsn": commit_lsn,
             "xmin": None,
         }
+        self.blocks: dict[tuple[str, str], bytes] = {}
 
 
 class ChangeEncoder:
     """Key/value records for the changes of one table version."""
 
-    __slots__ = ("_key", "_value", "table", "toast_mode", "tombstones")
+    __slots__ = (
+        "_fast",
+        "_key",
+        "_key_header",
+        "_table_id",
+        "_value",
+        "_value_header",
+        "table",
+        "toast_mode",
+        "tombstones",
+    )
 
     def __init__(
         self,
@@ -121,10 +145,98 @@ class ChangeEncoder:
             else None
         )
         self._value = framed_writer(table.envelope_schema, value_id, label)
+        self._fast = compile_row_writer(table)
+        self._key_header = None if self._key is None else _HEADER.pack(0, key_id or 0)
+        self._value_header = _HEADER.pack(0, value_id)
+        self._table_id = (table.relation.namespace, table.relation.name)
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/t, a delete followed by a tombstone, and a primary-key
         change as delete + tombstone + create."""
+        if self._fast is not None and change.op != "t":
+            fast = self._fast_records(change, tx)
+            if fast is not None:
+                return fast
+        return self._general_records(change, tx)
+
+    def _fast_records(self, change: Change, tx: TxSource) -> list[Record] | None:
+        """`_general_records`' output from the fused row writer; None where it does not apply."""
+        write_row = self._fast
+        assert write_row is not None
+        before = after = None
+        if change.new is not None:
+            after = write_row(change.new.kinds, change.new.values)
+            if after is None:
+                return None
+        if change.old is not None:
+            before = write_row(change.old.kinds, change.old.values)
+            if before is None:
+                return None
+        source = tx.blocks.get(self._table_id)
+        if source is None:
+            source = self._source_block(tx)
+            if source is None:
+                return None
+        op = change.op
+        if op == "d":
+            if before is None:
+                return None
+            key = self._framed_key(before)
+            out: list[Record] = [(key, self._fast_envelope(before, None, b"\x02d", source))]
+            if self.tombstones:
+                out.append((key, None))
+            return out
+        if after is None:
+            return None
+        key = self._framed_key(after)
+        if op == "u" and change.old_kind and before is not None:
+            old_key = self._framed_key(before)
+            if old_key != key:
+                out = [(old_key, self._fast_envelope(before, None, b"\x02d", source))]
+                if self.tombstones:
+                    out.append((old_key, None))
+                out.append((key, self._fast_envelope(None, after, b"\x02c", source)))
+                return out
+        return [(key, self._fast_envelope(before, after, _OPS[op], source))]
+
+    def _framed_key(self, bodies: RowBodies) -> bytes | None:
+        header = self._key_header
+        return None if header is None else header + bodies[0]
+
+    def _source_block(self, tx: TxSource) -> bytes | None:
+        source = dict(tx.base)
+        source["schema"], source["table"] = self._table_id
+        try:
+            block = _SOURCE_BODY(source)
+        except (ValueError, TypeError, OverflowError):
+            return None  # the general path names the value
+        tx.blocks[self._table_id] = block
+        return block
+
+    def _fast_envelope(
+        self, before: RowBodies | None, after: RowBodies | None, op: bytes, source: bytes
+    ) -> bytes:
+        """Envelope fields in schema order: before, after, source, op, ts_ms, and NULL for
+        transaction and unchanged_fields (the fast path never has unchanged columns)."""
+        out = bytearray(self._value_header)
+        if before is None:
+            out.append(0)
+        else:
+            out.append(2)
+            out += before[1]
+        if after is None:
+            out.append(0)
+        else:
+            out.append(2)
+            out += after[1]
+        out += source
+        out += op
+        out.append(2)
+        write_long(out, time.time_ns() // 1_000_000)
+        out += b"\x00\x00"
+        return bytes(out)
+
+    def _general_records(self, change: Change, tx: TxSource) -> list[Record]:
         source = dict(tx.base)
         source["schema"] = self.table.relation.namespace
         source["table"] = self.table.relation.name

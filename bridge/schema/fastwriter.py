@@ -189,6 +189,11 @@ class _Compiler:
         return _nullable(self.compile(branches[1]))
 
 
+def compile_value_writer(schema: Any) -> Writer:
+    """The `(out, value)` writer of one schema, for writers composed elsewhere (rowwriter)."""
+    return _Compiler().compile(parse_schema(schema))
+
+
 def compile_writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
     """Avro binary (no framing) of a datum of `schema`; raises SchemaError if unsupported."""
     write = _Compiler().compile(parse_schema(schema))

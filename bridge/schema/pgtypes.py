@@ -134,6 +134,10 @@ class ColumnCodec(NamedTuple):
     from_binary: Converter | None  # None: the type's binary format is not understood
     pg_type_name: str
     may_be_null: bool = False  # a non-NULL datum can convert to None (NaN numeric)
+    # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
+    # Avro string's bytes), "int" (int() of the text), None (call the converter).
+    text_shape: str | None = None
+    binary_shape: str | None = None
 
     @property
     def supports_binary(self) -> bool:
@@ -236,8 +240,19 @@ def column_codec(
     codec = _codec(pg_type, typmod, catalog, options, max(ndims, 1))
     label = pg_type.qualified_name
     binary = None if codec.binary is None else _binary_converter(codec.binary, label)
+    avro_type = codec.schema.get("type")
+    is_string = avro_type == "string"
+    text_shape = "utf8" if codec.text is tv.identity and is_string else None
+    if codec.text is int and avro_type in ("int", "long") and "logicalType" not in codec.schema:
+        text_shape = "int"
     return ColumnCodec(
-        codec.schema, _text_converter(codec.text, label), binary, label, codec.may_be_null
+        codec.schema,
+        _text_converter(codec.text, label),
+        binary,
+        label,
+        codec.may_be_null,
+        text_shape=text_shape,
+        binary_shape="utf8" if codec.binary is bv.parse_utf8 and is_string else None,
     )
 
 

@@ -74,11 +74,13 @@ class TableCodec:
     __slots__ = (
         "_plan",
         "_width",
+        "codecs",
         "envelope_schema",
         "field_names",
         "kept",
         "key_index",
         "key_names",
+        "key_positions",
         "key_schema",
         "namespace",
         "placeholders",
@@ -110,6 +112,7 @@ class TableCodec:
         codecs = [
             self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
+        self.codecs = tuple(codecs)  # per kept column, for bridge.schema.rowwriter
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
@@ -131,6 +134,7 @@ class TableCodec:
         row = {"type": "record", "name": "Value", "namespace": self.namespace, "fields": fields}
         position = {col: pos for pos, col in enumerate(self.kept)}
         key_pos = [position[i] for i in self.key_index]
+        self.key_positions = tuple(key_pos)
         self.key_names = tuple(names[pos] for pos in key_pos)
         self.key_schema: dict[str, Any] | None = None
         if key_pos:

@@ -1,0 +1,260 @@
+"""The fused row writer against the general path, byte for byte (pure unit tests)."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bridge.decode.messages import (
+    KIND_BINARY,
+    KIND_NULL,
+    KIND_TEXT,
+    KIND_UNCHANGED,
+    Column,
+    Relation,
+    TupleData,
+)
+from bridge.errors import BridgeError, ProtocolError
+from bridge.events.model import Change
+from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.rowwriter import compile_row_writer
+from bridge.schema.table import TableCodec, TableDetails
+from bridge.serialize import ChangeEncoder, Record, TxSource
+
+NUMERIC_12_2 = ((12 << 16) | 2) + 4
+
+
+def pg_array(items: list[int]) -> str:
+    return "{" + ",".join(map(str, items)) + "}"
+
+
+# (name, type oid, typmod, strategy of PostgreSQL text output)
+_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))
+COLUMNS: list[tuple[str, int, int, st.SearchStrategy[str]]] = [
+    ("id", 23, -1, st.integers(-(2**31), 2**31 - 1).map(str)),
+    ("small", 21, -1, st.integers(-(2**15), 2**15 - 1).map(str)),
+    ("big", 20, -1, st.integers(-(2**63), 2**63 - 1).map(str)),
+    ("label", 25, -1, _TEXT),
+    ("name", 1043, -1, _TEXT),
+    ("amount", 1700, NUMERIC_12_2, st.decimals(-(10**10), 10**10, places=2).map(str)),
+    ("flag", 16, -1, st.sampled_from(["t", "f"])),
+    ("ref", 2950, -1, st.uuids().map(str)),
+    ("doc", 3802, -1, _TEXT),
+    ("ratio", 701, -1, st.floats().map(repr).map(lambda s: s.replace("inf", "Infinity"))),
+    ("day", 1082, -1, st.dates(datetime.date(1, 1, 1)).map(str)),
+    (
+        "at",
+        1184,
+        -1,
+        st.datetimes(timezones=st.just(datetime.UTC)).map(lambda d: d.isoformat(sep=" ")),
+    ),
+    ("raw", 17, -1, st.binary().map(lambda b: "\\x" + b.hex())),
+    ("nums", 1007, -1, st.lists(st.integers(-(2**31), 2**31 - 1)).map(pg_array)),
+    ("xid", 5069, -1, st.integers(0, 2**64 - 1).map(str)),
+]
+RELATION = Relation(
+    None,
+    16384,
+    "public",
+    "wide",
+    "d",
+    tuple(Column(1 if name == "id" else 0, name, oid, typmod) for name, oid, typmod, _ in COLUMNS),
+)
+TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
+TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock() -> Iterator[None]:
+    """Both paths stamp ts_ms from the clock: freeze it so their bytes can be compared."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("bridge.serialize.time.time_ns", lambda: 1_700_000_000_123_456_789)
+        yield
+
+
+def both(encoder: ChangeEncoder, change: Change) -> tuple[list[Record] | None, Any]:
+    """(fast path output or None, general path output or the exception it raised)."""
+    fast = encoder._fast_records(change, TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9"))
+    try:
+        general: Any = encoder._general_records(change, TX)
+    except BridgeError as exc:
+        general = exc
+    return fast, general
+
+
+cell = st.one_of(st.none(), st.just("unchanged"), st.just("value"))
+
+
+@st.composite
+def tuples(draw: st.DrawFn, *, key_present: bool = False) -> TupleData:
+    kinds = bytearray()
+    values: list[bytes | None] = []
+    for n, (_, _, _, text) in enumerate(COLUMNS):
+        what = "value" if key_present and n == 0 else draw(cell)
+        if what is None:
+            kinds.append(KIND_NULL)
+            values.append(None)
+        elif what == "unchanged":
+            kinds.append(KIND_UNCHANGED)
+            values.append(None)
+        else:
+            kinds.append(KIND_TEXT)
+            values.append(draw(text).encode())
+    return TupleData(bytes(kinds), tuple(values))
+
+
+def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = "") -> Change:
+    return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    op=st.sampled_from(["c", "u", "d"]),
+    new=tuples(),
+    old=st.one_of(st.none(), tuples()),
+    old_kind=st.sampled_from(["K", "O"]),
+    tombstones=st.booleans(),
+)
+def test_fast_path_equals_general_path(
+    op: str, new: TupleData, old: TupleData | None, old_kind: str, tombstones: bool
+) -> None:
+    encoder = ChangeEncoder(TABLE, 7, 8, tombstones=tombstones)
+    if op == "c":
+        c = change("c", None, new)
+    elif op == "u":
+        c = change("u", old, new, old_kind if old else "")
+    else:
+        c = change("d", old or new, None, old_kind)
+    fast, general = both(encoder, c)
+    if fast is not None:
+        assert fast == general
+
+
+@settings(max_examples=200, deadline=None)
+@given(new=tuples(key_present=True))
+def test_fast_path_taken_for_ordinary_rows(new: TupleData) -> None:
+    """Every insert without an unchanged TOASTed value and with values that fit takes it."""
+    fast, general = both(ChangeEncoder(TABLE, 7, 8), change("c", None, new))
+    xid = new.values[-1]
+    fits = xid is None or int(xid) < 2**63
+    if KIND_UNCHANGED in new.kinds or not fits:
+        assert fast is None
+    else:
+        assert fast is not None and fast == general
+
+
+def test_unchanged_toast_null_key_and_bad_utf8_take_the_general_path() -> None:
+    encoder = ChangeEncoder(TABLE, 7, 8)
+    width = len(COLUMNS)
+    unchanged = TupleData(
+        bytes([KIND_TEXT] + [KIND_UNCHANGED] * (width - 1)), (b"1",) + (None,) * (width - 1)
+    )
+    null_key = TupleData(bytes([KIND_NULL] * width), (None,) * width)
+    bad_text = TupleData(
+        bytes([KIND_TEXT, KIND_NULL, KIND_NULL, KIND_TEXT] + [KIND_NULL] * (width - 4)),
+        (b"1", None, None, b"\xff\xfe") + (None,) * (width - 4),
+    )
+    for tup in (unchanged, null_key, bad_text):
+        fast, _general = both(encoder, change("c", None, tup))
+        assert fast is None
+    assert isinstance(both(encoder, change("c", None, null_key))[1], BridgeError)
+    assert isinstance(both(encoder, change("c", None, bad_text))[1], BridgeError)
+
+
+def test_column_count_mismatch_is_the_protocol_error() -> None:
+    short = TupleData(bytes([KIND_TEXT]), (b"1",))
+    with pytest.raises(ProtocolError):
+        ChangeEncoder(TABLE, 7, 8).records(change("c", None, short), TX)
+
+
+def test_composite_key_follows_primary_key_order_not_column_order() -> None:
+    relation = Relation(
+        None,
+        1,
+        "public",
+        "pairs",
+        "d",
+        (Column(1, "a", 25, -1), Column(1, "b", 23, -1), Column(0, "c", 25, -1)),
+    )
+    table = TableCodec(
+        relation, StaticCatalog(), TableDetails(("b", "a"), {}), DEFAULT_OPTIONS, "srv"
+    )
+    encoder = ChangeEncoder(table, 7, 8)
+    new = TupleData(bytes([KIND_TEXT] * 3), (b"x\xc3\xa9", b"300", b"zzz"))
+    c = Change(
+        "u",
+        relation,
+        "K",
+        TupleData(bytes([KIND_TEXT, KIND_TEXT, KIND_NULL]), (b"y", b"300", None)),
+        new,
+        0,
+        (relation,),
+        0,
+        None,
+    )
+    fast, general = both(encoder, c)
+    assert fast is not None and fast == general
+    assert [value is None for _, value in fast] == [False, True, False]  # key changed
+    write = compile_row_writer(table)
+    assert write is not None
+    bodies = write(new.kinds, new.values)
+    assert bodies is not None
+    assert bodies[0] == b"\xd8\x04" + b"\x06x\xc3\xa9"  # b=300 then a="xé"
+
+
+def test_binary_tuples() -> None:
+    relation = Relation(
+        None,
+        2,
+        "public",
+        "bin",
+        "d",
+        (
+            Column(1, "id", 23, -1),
+            Column(0, "t", 25, -1),
+            Column(0, "j", 3802, -1),
+            Column(0, "u", 2950, -1),
+            Column(0, "n", 1700, NUMERIC_12_2),
+        ),
+    )
+    table = TableCodec(relation, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
+    ref = uuid.UUID(int=12345)
+    values = (
+        struct.pack(">i", -7),
+        "grüße".encode(),
+        b'\x01{"a": 1}',
+        ref.bytes,
+        struct.pack(">hhhh", 1, 0, 0, 2) + struct.pack(">h", 42),
+    )
+    new = TupleData(bytes([KIND_BINARY] * 5), values)
+    fast, general = both(ChangeEncoder(table, 7, 8), change_of(relation, new))
+    assert fast is not None and fast == general
+
+
+def change_of(relation: Relation, new: TupleData) -> Change:
+    return Change("c", relation, "", None, new, 0, (relation,), 0, None)
+
+
+def test_decimal_value_in_the_row() -> None:
+    """A sanity anchor outside hypothesis: the numeric column decodes back to its value."""
+    width = len(COLUMNS)
+    kinds = bytes([KIND_TEXT] + [KIND_NULL] * 4 + [KIND_TEXT] + [KIND_NULL] * (width - 6))
+    values = (b"5", None, None, None, None, b"12.34") + (None,) * (width - 6)
+    [(_key, value)] = ChangeEncoder(TABLE, 7, 8).records(
+        change("c", None, TupleData(kinds, values)), TX
+    )
+    assert value is not None
+    row: Any = fastavro.schemaless_reader(
+        io.BytesIO(value[5:]), fastavro.parse_schema(TABLE.envelope_schema)
+    )
+    assert row["after"]["amount"] == Decimal("12.34") and row["after"]["id"] == 5
