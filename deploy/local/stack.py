@@ -59,7 +59,12 @@ class Stack:
         tls: bool = False,
         kafka_users: Mapping[str, str] | None = None,
         registry_auth: RegistryAuth | None = None,
+        hosts: Mapping[str, str] | None = None,
     ) -> None:
+        """`hosts` binds servers elsewhere than 127.0.0.1: keys "host" (PostgreSQL's), "kafka" (also
+        the registry's) and "clients" (the network PostgreSQL admits), for the fault suite's
+        veth links."""
+        bind = dict(hosts or {})
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pgkb-stack-"))
         self.workdir.chmod(0o755)  # the postgres OS user must reach its data dir
@@ -68,19 +73,26 @@ class Stack:
         self.keep_workdir = keep_workdir or bool(os.environ.get("PGKB_KEEP_STACK"))
         self.ca = CertificateAuthority(self.workdir / "tls") if tls else None
         self.postgres = Postgres(
-            self.workdir, self.log_dir, tls=self.ca.issue("postgres") if self.ca else None
+            self.workdir,
+            self.log_dir,
+            tls=self.ca.issue("postgres") if self.ca else None,
+            host=bind.get("host", "127.0.0.1"),
+            clients=bind.get("clients", "127.0.0.1/32"),
         )
+        kafka_host = bind.get("kafka", "127.0.0.1")
         self.kafka = Kafka(
             self.workdir,
             self.log_dir,
             tls=self.ca.issue("kafka") if self.ca else None,
             scram_users=kafka_users,
+            host=kafka_host,
         )
         self.registry = Registry(
             self.workdir,
             self.log_dir,
             tls=self.ca.issue("registry") if self.ca else None,
             auth=registry_auth,
+            host=kafka_host,
         )
         self.timings: dict[str, float] = {}
         self._stopped = False

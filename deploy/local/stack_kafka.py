@@ -8,6 +8,9 @@ makes it require SASL SCRAM-SHA-512 with those credentials (written at storage f
 `kafka-storage format --add-scram`), both give SASL_SSL. The broker talks to itself over the
 same listener as an extra admin user; the controller listener stays plaintext on loopback.
 `client_config()` is what a librdkafka client needs to get in, as that admin.
+
+`host` is the address of the client listener, advertised as is: clients follow the advertised
+address, so a fault test that binds it to the end of a veth link gets every connection onto it.
 """
 
 from __future__ import annotations
@@ -78,12 +81,14 @@ class Kafka:
         *,
         tls: TlsFiles | None = None,
         scram_users: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.root = workdir / "kafka"
         self.data_dir = self.root / "data"
         self.config_path = self.root / "server.properties"
         self.log_path = log_dir / "kafka.log"
-        self.port = free_port()
+        self.host = host
+        self.port = free_port(host)
         self.controller_port = free_port()
         self.tls = tls
         self.scram_users = dict(scram_users or {})
@@ -98,7 +103,7 @@ class Kafka:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings to reach the client listener (as the admin user under SASL)."""
@@ -142,9 +147,10 @@ class Kafka:
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": (
-                f"{listener}://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+                f"{listener}://{self.bootstrap_servers},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}"
             ),
-            "advertised.listeners": f"{listener}://127.0.0.1:{self.port}",
+            "advertised.listeners": f"{listener}://{self.bootstrap_servers}",
             "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": listener,
@@ -163,7 +169,9 @@ class Kafka:
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.config_path.chmod(0o600)  # holds the admin password under SASL
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # the storage tool would take it for an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         scram = [
             arg
             for user, password in self.scram_users.items()
@@ -225,7 +233,7 @@ class Kafka:
 
     def _ready(self) -> bool:
         # Probe the socket first: librdkafka logs every refused connection to stderr.
-        if not port_open(self.port):
+        if not port_open(self.port, self.host):
             return False
         admin = AdminClient(self.client_config())
         metadata = admin.list_topics(timeout=5)

@@ -37,8 +37,8 @@ HBA = """\
 # Written by deploy/local/stack.py: passwords for every connection, nothing trusted.
 local   all          all                   scram-sha-256
 local   replication  all                   scram-sha-256
-host    all          all     127.0.0.1/32  scram-sha-256
-host    replication  all     127.0.0.1/32  scram-sha-256
+host    all          all     {clients}  scram-sha-256
+host    replication  all     {clients}  scram-sha-256
 """
 
 # With a server certificate: TCP only inside TLS, and a plain connection is told so explicitly.
@@ -46,16 +46,18 @@ HBA_TLS = """\
 # Written by deploy/local/stack.py: TCP only over TLS, passwords for every connection.
 local      all          all                   scram-sha-256
 local      replication  all                   scram-sha-256
-hostssl    all          all     127.0.0.1/32  scram-sha-256
-hostssl    replication  all     127.0.0.1/32  scram-sha-256
+hostssl    all          all     {clients}  scram-sha-256
+hostssl    replication  all     {clients}  scram-sha-256
 hostnossl  all          all     0.0.0.0/0     reject
 hostnossl  replication  all     0.0.0.0/0     reject
 """
 
 
-def _settings(port: int, socket_dir: Path, *, pglogical: bool = True) -> dict[str, str]:
+def _settings(
+    port: int, socket_dir: Path, *, pglogical: bool = True, host: str = "127.0.0.1"
+) -> dict[str, str]:
     settings = {
-        "listen_addresses": "'127.0.0.1'",
+        "listen_addresses": f"'{host}'",
         "port": str(port),
         "unix_socket_directories": f"'{socket_dir}'",
         "password_encryption": "'scram-sha-256'",
@@ -85,7 +87,8 @@ class Postgres:
     The keyword arguments select another build (its lib dir goes on LD_LIBRARY_PATH) and name the
     cluster's subdirectory and log, so a second cluster can share the work dir. With `tls` the
     server serves that certificate, refuses TCP without TLS, and `dsn()` verifies it
-    (`sslmode=verify-full` against `tls.ca`).
+    (`sslmode=verify-full` against `tls.ca`). `host` is the one address it listens on and
+    `clients` the network it lets in over TCP (fault tests: the end of a veth link).
     """
 
     def __init__(
@@ -98,6 +101,8 @@ class Postgres:
         lib_dir: Path | None = None,
         pglogical: bool = True,
         tls: TlsFiles | None = None,
+        host: str = "127.0.0.1",
+        clients: str = "127.0.0.1/32",
     ) -> None:
         self.root = workdir / name
         self.data_dir = self.root / "data"
@@ -107,8 +112,9 @@ class Postgres:
         self.lib_dir = lib_dir
         self.pglogical = pglogical
         self.tls = tls
-        self.host = "127.0.0.1"
-        self.port = free_port()
+        self.host = host
+        self.clients = clients
+        self.port = free_port(host)
         self.user = SUPERUSER
         self.password = secrets.token_urlsafe(18)
         self._process: ManagedProcess | None = None
@@ -160,13 +166,14 @@ class Postgres:
             user=OS_USER,
         )
         pwfile.unlink()
-        settings = _settings(self.port, self.socket_dir, pglogical=self.pglogical)
+        settings = _settings(self.port, self.socket_dir, pglogical=self.pglogical, host=self.host)
         if self.tls is not None:
             settings.update(self._install_certificate(self.tls))
         conf = "".join(f"{k} = {v}\n" for k, v in settings.items())
         with (self.data_dir / "postgresql.conf").open("a") as handle:
             handle.write("\n# deploy/local/stack.py\n" + conf)
-        (self.data_dir / "pg_hba.conf").write_text(HBA if self.tls is None else HBA_TLS)
+        hba = HBA if self.tls is None else HBA_TLS
+        (self.data_dir / "pg_hba.conf").write_text(hba.format(clients=self.clients))
 
     def _install_certificate(self, tls: TlsFiles) -> dict[str, str]:
         """Copy the pair where the server's OS user owns it: it refuses a key others can read."""

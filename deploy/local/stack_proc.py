@@ -42,10 +42,10 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join("    " + line for line in content[-lines:]) or "    <empty>"
 
 
-def free_port() -> int:
-    """Ask the kernel for an unused loopback port (racy only against other port pickers)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """Ask the kernel for an unused port on `host` (racy only against other port pickers)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 

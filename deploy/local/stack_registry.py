@@ -9,6 +9,8 @@ disabled). `auth` turns on the registry's own authentication, which in Apicurio 
 Connect only: a bearer token checked against the issuer, or HTTP basic credentials that the
 registry exchanges for a token at the issuer's token endpoint (client-credentials grant) — the
 form Confluent clients' `basic.auth.user.info` uses. It has no local user list.
+
+`host` is the one address it listens on (fault tests: the end of a veth link).
 """
 
 from __future__ import annotations
@@ -71,10 +73,12 @@ class Registry:
         *,
         tls: TlsFiles | None = None,
         auth: RegistryAuth | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.root = workdir / "registry"
         self.log_path = log_dir / "registry.log"
-        self.port = free_port()
+        self.host = host
+        self.port = free_port(host)
         self.tls = tls
         self.auth = auth
         self._process: ManagedProcess | None = None
@@ -84,7 +88,7 @@ class Registry:
     @property
     def url(self) -> str:
         scheme = "http" if self.tls is None else "https"
-        return f"{scheme}://127.0.0.1:{self.port}{CCOMPAT_PATH}"
+        return f"{scheme}://{self.host}:{self.port}{CCOMPAT_PATH}"
 
     def _client(self) -> httpx.Client:
         """An HTTP client that trusts the stack's CA and logs in as the stack's own user."""
@@ -128,7 +132,7 @@ class Registry:
             "-Xms64m",
             "-Xmx512m",
             "-Djava.awt.headless=true",
-            "-Dquarkus.http.host=127.0.0.1",
+            f"-Dquarkus.http.host={self.host}",
             *self._http_args(),
             "-Dregistry.rest.artifact.deletion.enabled=true",
             "-Dregistry.enable.sentry=false",
@@ -159,7 +163,7 @@ class Registry:
             )
 
     def _ready(self) -> bool:
-        if not port_open(self.port):
+        if not port_open(self.port, self.host):
             return False
         with self._client() as client:
             return client.get(f"{self.url}/subjects").status_code == 200

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ def settings(
 def bridge_process(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], BridgeProcess]]:
     made: list[BridgeProcess] = []
 
-    def make(cfg: dict[str, Any]) -> BridgeProcess:
-        proc = BridgeProcess(cfg, tmp_path, name=f"bridge{len(made)}")
+    def make(cfg: dict[str, Any], prefix: Sequence[str] = ()) -> BridgeProcess:
+        proc = BridgeProcess(cfg, tmp_path, name=f"bridge{len(made)}", prefix=prefix)
         made.append(proc)
         return proc
 

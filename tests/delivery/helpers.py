@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -71,9 +71,20 @@ def bridge_settings(
 
 
 class BridgeProcess:
-    """`python -m bridge run --config FILE` as a child process, its output in a log file."""
+    """`python -m bridge run --config FILE` as a child process, its output in a log file.
 
-    def __init__(self, settings: dict[str, Any], workdir: Path, name: str = "bridge") -> None:
+    `prefix` goes before the command line and must exec it in place (`ip netns exec NS`,
+    fault tests), so that signals still reach the bridge itself.
+    """
+
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        workdir: Path,
+        name: str = "bridge",
+        prefix: Sequence[str] = (),
+    ) -> None:
+        self.prefix = list(prefix)
         self.config_path = workdir / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(settings))
         self.log_path = workdir / f"{name}.log"
@@ -87,7 +98,7 @@ class BridgeProcess:
             log.write(f"--- run {self.runs} ---\n".encode())
             log.flush()
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bridge", "run", "--config", str(self.config_path)],
+                [*self.prefix, sys.executable, "-m", "bridge", "run", "--config", self.config_path],
                 cwd=ROOT,
                 env=env,
                 stdout=log,

@@ -1,38 +1,79 @@
-"""The bridge's link to PostgreSQL cut mid-stream: a silent partition, and a reset.
+"""The bridge's link to PostgreSQL, or to Kafka and the registry, cut mid-stream.
 
-The bridge reaches PostgreSQL through a relay (`proxy.Relay`). A partition may be
-ridden out or end the bridge with a typed error; a reset must end it with one.
-Either way it is restarted if it stopped, and nothing is lost.
+The bridge runs in a network namespace and reaches each server over a veth link of its
+own (`netns.Netns`), so a cut is the kernel's: a partition drops every packet on one link
+both ways, a reset aborts every connection on it with a RST. The servers are a stack of
+this module's own listening on those links (`netns_stack`); the ledger writer, the slot
+monitor and the checker work from the root namespace, which no cut touches.
+
+A partition may be ridden out or end the bridge with a typed error; a reset of the
+PostgreSQL link must end it with one. If it stopped it is restarted. Either way nothing is
+lost, the slot never acknowledges a transaction before Kafka has all of it, and nothing
+crossed a link while it was down.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, SlotMonitor, wait_slot_active
-from delivery.ledger import LedgerWriter
+from delivery.helpers import BridgeProcess, SlotMonitor, wait_for, wait_slot_active
+from delivery.kafka_io import Rec, assert_acks_follow_appends
+from delivery.ledger import LedgerWriter, completion_times, ledger_occurrences
 
 from .checker import Fault, assert_clean, check
 from .harness import acked, drain, ledger_topic, stop_bridge
-from .proxy import Relay
+from .netns import Netns
 
-PARTITION_S = 10.0
+# The partition lasts while PostgreSQL commits this many transactions (100/s): on the
+# Kafka link longer than the bridge's request timeout (10 s), so requests time out.
+PARTITION_TXNS = {"postgres": 1000, "kafka": 1500}
+APPEND_GRACE_MS = 1000  # bytes the broker had before a cut are appended within this
+
+BridgeFactory = Callable[[dict[str, Any], Sequence[str]], BridgeProcess]
+
+
+@pytest.fixture(scope="module")
+def stack(netns_stack: Any) -> Any:
+    """Every stack fixture of this module (pg_db, settings, ...) on the stack behind the links."""
+    return netns_stack
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap(stack: Any) -> str:
+    return str(stack.kafka_bootstrap)
+
+
+@pytest.fixture(scope="module")
+def registry_url(stack: Any) -> str:
+    return str(stack.registry_url)
+
+
+class Down(NamedTuple):
+    link: str
+    cut_ms: float  # just before the link went down
+    up_ms: float  # just before it came up
+    txn: int  # the last transaction that may have committed before the link was down
+
+
+def _crossed(down: Down, records: Sequence[Rec]) -> int:
+    """Records appended while the link was down that could only have crossed it.
+
+    Over the PostgreSQL link: a transaction committed after the cut. Over the Kafka
+    link: any record appended after the grace period that follows the cut.
+    """
+    if down.link == "postgres":
+        late = [r for r in records if r.value and (r.value["after"] or {}).get("txn", 0) > down.txn]
+    else:
+        late = [r for r in records if r.append_ms > down.cut_ms + APPEND_GRACE_MS]
+    return sum(r.append_ms < down.up_ms for r in late)
 
 
 @pytest.fixture
-def relay(stack: Any) -> Iterator[Relay]:
-    link = Relay(stack.pg_host, stack.pg_port)
-    yield link
-    link.close()
-
-
-@pytest.mark.fault
-@pytest.mark.parametrize("cut", ["partition", "reset"])
-def test_link_to_postgres_cut(
+def cut_mid_stream(
     pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
     slot_name: str,
@@ -40,46 +81,70 @@ def test_link_to_postgres_cut(
     kafka_bootstrap: str,
     registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
-    relay: Relay,
-    cut: str,
-) -> None:
-    settings["source"].update(host="127.0.0.1", port=relay.port)
-    reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
-    bridge = bridge_process(settings)
-    bridge.start()
-    floor = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
-    try:
-        reader.read_until(
-            lambda recs: len(recs) >= 300 and monitor.flushed() > floor,
-            60,
-            "300 records and an acknowledgement",
-            watch=bridge,
-        )
-        t_ms = time.time() * 1000
-        if cut == "partition":
-            relay.blackhole()
-            deadline = time.monotonic() + PARTITION_S
-            while time.monotonic() < deadline:  # the partition itself
-                time.sleep(0.5)
-            relay.heal()
-        else:
-            relay.reset()
-            code = bridge.wait(30)
-            assert code not in (None, 0), f"exit code {code} after the reset:\n{bridge.log()}"
-        fault = Fault(t_ms, acked(pg_dsn, slot_name), f"postgres link {cut}")
-        if not bridge.alive():
-            log = bridge.log()
-            assert "Traceback" not in log, f"an untyped error escaped:\n{log}"
-            print(f"\nbridge stopped after the {cut}:\n{log.strip().splitlines()[-1]}")
-            bridge.start()
-        rows = drain(pg_dsn, reader, writer, bridge)
-        stop_bridge(bridge, reader)
-    finally:
-        writer.stop()
-        monitor.stop()
-        reader.close()
-    summary = check(f"postgres link {cut}", rows, reader.records, [fault], exactly_once=False)
-    assert_clean(summary)
+    bridge_process: BridgeFactory,
+    bridge_netns: Netns,
+) -> Callable[[str, str], None]:
+    def run(link: str, cut: str) -> None:
+        reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
+        bridge = bridge_process(settings, bridge_netns.exec_prefix)
+        bridge.start()
+        floor = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
+        monitor = SlotMonitor(pg_dsn, slot_name)
+        writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
+        try:
+            reader.read_until(
+                lambda recs: len(recs) >= 300 and monitor.flushed() > floor,
+                60,
+                "300 records and an acknowledgement",
+                watch=bridge,
+            )
+            t_ms = time.time() * 1000
+            down: Down | None = None  # set for a partition
+            if cut == "partition":
+                bridge_netns.cut(link)
+                goal = len(writer.committed) + PARTITION_TXNS[link]
+                try:  # the partition itself, whatever the bridge does meanwhile
+                    wait_for(lambda: len(writer.committed) >= goal, 120, "writes while cut")
+                    down = Down(link, t_ms, time.time() * 1000, goal - PARTITION_TXNS[link] + 1)
+                finally:
+                    bridge_netns.restore(link)
+            else:
+                assert bridge_netns.reset(link) > 0, f"no connection on the {link} link to reset"
+                if link == "postgres":
+                    code = bridge.wait(30)
+                    assert code not in (None, 0), (
+                        f"exit code {code} after the reset:\n{bridge.log()}"
+                    )
+            fault = Fault(t_ms, acked(pg_dsn, slot_name), f"{link} link {cut}")
+            if not bridge.alive():
+                log = bridge.log()
+                assert "Traceback" not in log, f"an untyped error escaped:\n{log}"
+                print(f"\nbridge stopped after the {cut}:\n{log.strip().splitlines()[-1]}")
+                bridge.start()
+            rows = drain(pg_dsn, reader, writer, bridge)
+            stop_bridge(bridge, reader)
+        finally:
+            writer.stop()
+            samples = monitor.stop()
+            reader.close()
+        summary = check(fault.what, rows, reader.records, [fault], exactly_once=False)
+        assert_clean(summary)
+        seen = ledger_occurrences(reader.records)
+        assert_acks_follow_appends(samples, completion_times(writer.committed, seen))
+        if down is not None:
+            crossed = _crossed(down, reader.records)
+            assert crossed == 0, f"{crossed} records crossed the {link} link while it was down"
+
+    return run
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("cut", ["partition", "reset"])
+def test_link_to_postgres_cut(cut_mid_stream: Callable[[str, str], None], cut: str) -> None:
+    cut_mid_stream("postgres", cut)
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("cut", ["partition", "reset"])
+def test_link_to_kafka_cut(cut_mid_stream: Callable[[str, str], None], cut: str) -> None:
+    cut_mid_stream("kafka", cut)
