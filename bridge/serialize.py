@@ -27,7 +27,8 @@ from bridge.schema.table import TableCodec
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
 ToastMode = Literal["list", "placeholder"]
 _HEADER = struct.Struct(">bI")
-_OPS = {"c": b"\x02c", "u": b"\x02u", "d": b"\x02d"}  # Avro strings: length 1, the letter
+# Avro strings (length 1, the letter) of the ops the fast path writes; "r" is a snapshot read.
+_OPS = {op: b"\x02" + op.encode() for op in ("c", "u", "d", "r")}
 
 
 def framed_writer(
@@ -153,7 +154,7 @@ class ChangeEncoder:
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/t, a delete followed by a tombstone, and a primary-key
         change as delete + tombstone + create."""
-        if self._fast is not None and change.op != "t":
+        if self._fast is not None:
             fast = self._fast_records(change, tx)
             if fast is not None:
                 return fast
@@ -162,7 +163,9 @@ class ChangeEncoder:
     def _fast_records(self, change: Change, tx: TxSource) -> list[Record] | None:
         """`_general_records`' output from the fused row writer; None where it does not apply."""
         write_row = self._fast
-        assert write_row is not None
+        op_bytes = _OPS.get(change.op)
+        if write_row is None or op_bytes is None:
+            return None
         before = after = None
         if change.new is not None:
             after = write_row(change.new.kinds, change.new.values)
@@ -197,7 +200,7 @@ class ChangeEncoder:
                     out.append((old_key, None))
                 out.append((key, self._fast_envelope(None, after, b"\x02c", source)))
                 return out
-        return [(key, self._fast_envelope(before, after, _OPS[op], source))]
+        return [(key, self._fast_envelope(before, after, op_bytes, source))]
 
     def _framed_key(self, bodies: RowBodies) -> bytes | None:
         header = self._key_header

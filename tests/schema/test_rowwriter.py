@@ -119,7 +119,7 @@ def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = ""
 
 @settings(max_examples=400, deadline=None)
 @given(
-    op=st.sampled_from(["c", "u", "d"]),
+    op=st.sampled_from(["c", "u", "d", "r"]),
     new=tuples(),
     old=st.one_of(st.none(), tuples()),
     old_kind=st.sampled_from(["K", "O"]),
@@ -129,8 +129,8 @@ def test_fast_path_equals_general_path(
     op: str, new: TupleData, old: TupleData | None, old_kind: str, tombstones: bool
 ) -> None:
     encoder = ChangeEncoder(TABLE, 7, 8, tombstones=tombstones)
-    if op == "c":
-        c = change("c", None, new)
+    if op in ("c", "r"):  # "r": a snapshot read
+        c = change(op, None, new)
     elif op == "u":
         c = change("u", old, new, old_kind if old else "")
     else:
