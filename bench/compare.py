@@ -1,33 +1,32 @@
 """The bridge side by side with the physical limit and with Debezium, on the local stack.
 
-    python bench/compare.py [--rows 1000000] [--txn-rows 100000|100|1] [--schemas]
-                            [--json PATH] [--skip-debezium]
+    python bench/compare.py [--rows 1000000] [--txn-rows 1,100,100000]
+                            [--ops insert,update] [--skip-debezium] [--schemas]
+                            [--rate 500] [--latency-seconds 30] [--json PATH]
 
-One backlog, three readers. A 10-column table (int, bigint, text, numeric, timestamptz,
-bool, jsonb, uuid, float8, date) gets `--rows` rows committed in transactions of
-`--txn-rows`, after one slot and one publication per reader were created, so every
+With no arguments: the whole matrix, a million rows of a 10-column table (int,
+bigint, text, numeric, timestamptz, bool, jsonb, uuid, float8, date) inserted, then
+every row updated, in transactions of 1, 100 and 100,000 rows; then the bridge's
+latency at a fixed offered rate. Each cell (transaction size x operation) gets one
+fresh slot and publication per reader before its backlog is written, so every
 reader drains the very same WAL, one after the other, with nothing else running:
 
-* limit: `pg_recvlogical` reading its pgoutput slot with the bridge's options
-  (proto_version, publication_names, binary, messages) to /dev/null, until --endpos;
-  what PostgreSQL's walsender can decode and ship, with a client doing nothing.
-* bridge: `python -m bridge run`, commit to broker ack (the slot's confirmed_flush_lsn
-  passes the last transaction and the topic holds every row).
+* limit: `pg_recvlogical` reading its pgoutput slot with the bridge's options to
+  /dev/null, until --endpos: what PostgreSQL's walsender can decode and ship.
+* bridge: `python -m bridge run`, commit to broker ack (the slot's
+  confirmed_flush_lsn passes the last transaction and the topic holds every row).
 * debezium: the PostgreSQL connector (pgoutput, JsonConverter) in Kafka Connect
-  standalone, same broker, same completion test (it confirms LSNs on offset commit,
-  every second here).
+  standalone, same publication, same broker, same completion test.
 
 Bridge and Debezium are timed from the moment their slot turns active (JVM and
-interpreter start-up excluded; both shown separately); CPU seconds are counted over the
-same span and peak RSS is the process's VmHWM. Ratios are of the rows/s figures.
+interpreter start-up excluded, shown separately); CPU seconds cover the same span,
+peak RSS is the process's VmHWM. Ratios are of the rows/s figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -43,113 +43,52 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import e2e
 from compare_debezium import DEBEZIUM_VERSION, Debezium
+from compare_report import cell_line, header, load_average, machine, table
+from compare_workloads import OPS, TABLE, Backlog, drain, limit_options, load, prepare, run_limit
 
-from bridge.decode.pgoutput_options import pgoutput_options
-from bridge.plugins import default_proto_version
-
-TABLE = "compare_rows"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-CREATE_TABLE = f"""
-CREATE TABLE {TABLE} (id int PRIMARY KEY, big bigint, label text, amount numeric(12,2),
-  at timestamptz, flag bool, doc jsonb, uid uuid, ratio float8, day date)
-"""
-INSERT = f"""
-INSERT INTO {TABLE}
-SELECT g, g::bigint * 1000003, 'row number ' || g, (g %% 100000) / 100.0,
-       '2024-01-01 00:00:00+00'::timestamptz + g * interval '1 second', g %% 2 = 0,
-       jsonb_build_object('g', g, 'tag', 'x'), md5(g::text)::uuid, g / 7.0,
-       DATE '2000-01-01' + g %% 10000
-FROM generate_series(%s::int, %s::int) g
-"""
 READERS = ("limit", "bridge", "debezium")
 
 
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _topic(prefix: str) -> str:
+    return f"{prefix}.public.{TABLE}"
 
 
-def proc_peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def delete_topics(bootstrap: str, prefixes: list[str]) -> None:
+    """A million-row cell leaves up to a GiB of records behind: free the disk."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [t for t in admin.list_topics(timeout=30).topics if any(p in t for p in prefixes)]
+    for future in admin.delete_topics(topics).values():
+        future.result(60)
 
 
-def flush_lsn(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
-    assert row is not None
-    return e2e.lsn(row[0])
-
-
-def load(dsn: str, rows: int, txn_rows: int) -> tuple[int, int, int]:
-    """Commit the rows; returns WAL positions: before all, before the last transaction, after.
-
-    A reader has seen the last commit once its confirmed position is past the first
-    value; the second is pg_recvlogical's --endpos. The WAL is flushed before returning
-    (walsenders send flushed WAL only).
-    """
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        first = last_start = e2e.insert_lsn(conn)
-        for start in range(1, rows + 1, txn_rows):
-            last_start = e2e.insert_lsn(conn)
-            conn.execute(INSERT, (start, min(start + txn_rows, rows + 1) - 1))
-        end = e2e.insert_lsn(conn)
-        e2e.wait(lambda: flush_lsn(conn) >= end, 60, "the WAL flush", lambda: None)
-    return first, last_start, end
-
-
-def run_limit(stack: Any, dbname: str, slot: str, publication: str, end: int) -> dict[str, Any]:
-    options = pgoutput_options(
-        default_proto_version(150000), [publication], binary=False, messages=True
-    )
-    argv = [
-        str(PG_BIN / "pg_recvlogical"),
-        "-h", stack.pg_host, "-p", str(stack.pg_port), "-U", stack.pg_user, "-d", dbname,
-        "-S", slot, "--start", "--no-loop", "-f", "/dev/null",
-        f"--endpos={end >> 32:X}/{end & 0xFFFFFFFF:X}",
-        *(arg for name, value in options for arg in ("-o", f"{name}={value}")),
-    ]  # fmt: skip
-    env = {**os.environ, "PGPASSWORD": stack.pg_password}
-    t0 = time.monotonic()
-    with subprocess.Popen(argv, env=env, stderr=subprocess.PIPE) as proc:
-        _, err = proc.communicate(timeout=1800)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"pg_recvlogical failed ({proc.returncode}): {err.decode()}")
-    return {"seconds": wall, "options": dict(options)}
-
-
-def drain(
-    reader: Any, slot: e2e.Slot, visible: e2e.Visible, rows: int, last_start: int
+def read_backlog(
+    conn: psycopg.Connection[Any],
+    stack: Any,
+    reader: Any,
+    prefix: str,
+    rows: int,
+    backlog: Backlog,
 ) -> dict[str, Any]:
-    """Start `reader`, time it from its slot turning active until it is done."""
-    t_start = time.monotonic()
-    reader.start()
-    e2e.wait(lambda: slot.state()[0], 300, f"slot {slot.name} active", reader.check)
-    t0 = time.monotonic()
-    cpu0 = proc_cpu_s(reader.proc.pid)
-    e2e.wait(lambda: visible() >= rows, 3600, "the records", reader.check)
-    e2e.wait(lambda: slot.state()[1] > last_start, 600, "the acknowledgement", reader.check)
-    seconds = time.monotonic() - t0
-    cpu = proc_cpu_s(reader.proc.pid) - cpu0
-    rss = proc_peak_rss_mib(reader.proc.pid)
-    reader.stop()
-    return {
-        "seconds": seconds,
-        "startup_s": round(t0 - t_start, 2),
-        "cpu_s": round(cpu, 2),
-        "rows_per_cpu_s": round(rows / cpu) if cpu else None,
-        "peak_rss_mib": round(rss, 1),
-    }
+    visible = e2e.Visible(stack.kafka_bootstrap, _topic(prefix), prefix, exactly_once=False)
+    slot = e2e.Slot(conn, prefix)
+    try:
+        return drain(reader, slot, visible, rows, backlog.last_start)
+    finally:
+        reader.stop()
+        visible.close()
+        slot.drop()
 
 
-def measure(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, Any]:
+def cell(
+    args: argparse.Namespace, stack: Any, workdir: Path, op: str, txn_rows: int
+) -> dict[str, Any]:
+    """One backlog of `op` in transactions of `txn_rows`, drained by each reader in turn."""
     tag = time.time_ns() % 10**9
-    names = {r: f"cmp_{r}_{tag}" for r in READERS}
+    names = {r: f"cmp_{op[0]}{txn_rows}_{r}_{tag}" for r in READERS}
+    if args.skip_debezium:
+        del names["debezium"]
     dsn = str(stack.dsn(e2e.DB))
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(CREATE_TABLE)
         for name in names.values():
             conn.execute(
                 sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
@@ -157,8 +96,11 @@ def measure(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, An
                 )
             )
             conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+        for reader in ("bridge", "debezium"):
+            if reader in names:
+                e2e.create_topic(stack.kafka_bootstrap, _topic(names[reader]))
         dbz = None
-        if not args.skip_debezium:
+        if "debezium" in names:
             dbz = Debezium(
                 stack,
                 dbname=e2e.DB,
@@ -169,100 +111,140 @@ def measure(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, An
                 workdir=workdir,
                 schemas=args.schemas,
             )
-            e2e.create_topic(stack.kafka_bootstrap, f"{names['debezium']}.public.{TABLE}")
             dbz.prime(e2e.wait)
-        t0 = time.monotonic()
-        first, last_start, end = load(dsn, args.rows, args.txn_rows)
-        load_s = time.monotonic() - t0
+        backlog = load(dsn, op, args.rows, txn_rows)
         results: dict[str, Any] = {}
-        results["limit"] = run_limit(stack, e2e.DB, names["limit"], names["limit"], end)
+        options = limit_options(names["limit"], conn.info.server_version)
+        results["limit"] = run_limit(stack, e2e.DB, names["limit"], options, backlog.end)
         e2e.Slot(conn, names["limit"]).drop()
-
-        prefix = names["bridge"]
-        topic = f"{prefix}.public.{TABLE}"
-        e2e.create_topic(stack.kafka_bootstrap, topic)
-        bridge = e2e.Bridge(stack, prefix, workdir, exactly_once=False)
-        visible = e2e.Visible(stack.kafka_bootstrap, topic, prefix, exactly_once=False)
-        slot = e2e.Slot(conn, prefix)
-        results["bridge"] = drain(bridge, slot, visible, args.rows, last_start)
-        visible.close()
-        slot.drop()
-
+        bridge = e2e.Bridge(stack, names["bridge"], workdir, exactly_once=False)
+        results["bridge"] = read_backlog(conn, stack, bridge, names["bridge"], args.rows, backlog)
         if dbz is not None:
-            prefix = names["debezium"]
-            topic = f"{prefix}.public.{TABLE}"
-            visible = e2e.Visible(stack.kafka_bootstrap, topic, prefix, exactly_once=False)
-            slot = e2e.Slot(conn, prefix)
-            try:
-                results["debezium"] = drain(dbz, slot, visible, args.rows, last_start)
-            finally:
-                dbz.stop()
-                visible.close()
-            slot.drop()
+            results["debezium"] = read_backlog(
+                conn, stack, dbz, names["debezium"], args.rows, backlog
+            )
             results["debezium"]["version"] = DEBEZIUM_VERSION
             results["debezium"]["json_schemas"] = args.schemas
+        for name in names.values():
+            conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)))
+    delete_topics(stack.kafka_bootstrap, list(names.values()))
     for result in results.values():
         result["rows_per_s"] = round(args.rows / result["seconds"])
         result["seconds"] = round(result["seconds"], 2)
+    results["limit"]["options"] = dict(options)
     bridge_rate = results["bridge"]["rows_per_s"]
     ratios = {"bridge/limit": round(bridge_rate / results["limit"]["rows_per_s"], 3)}
     if "debezium" in results:
         ratios["bridge/debezium"] = round(bridge_rate / results["debezium"]["rows_per_s"], 3)
     return {
+        "op": op,
         "rows": args.rows,
-        "txn_rows": args.txn_rows,
-        "load_s": round(load_s, 2),
-        "wal_mib": round((end - first) / 2**20, 1),
+        "txn_rows": txn_rows,
+        "load_s": round(backlog.seconds, 2),
+        "wal_mib": round((backlog.end - backlog.first) / 2**20, 1),
         **results,
         "ratios": ratios,
     }
 
 
-def table(report: dict[str, Any]) -> str:
-    lines = [
-        f"{report['rows']:,} rows in transactions of {report['txn_rows']:,}",
-        f"{'reader':10} {'seconds':>8} {'rows/s':>9} {'CPU s':>7} {'rows/CPU-s':>11} "
-        f"{'peak RSS':>9} {'start-up':>9}",
-    ]
-    for name in READERS:
-        r = report.get(name)
-        if r is None:
-            continue
-        cpu = f"{r['cpu_s']:.2f}" if "cpu_s" in r else "-"
-        per_cpu = f"{r['rows_per_cpu_s']:,}" if r.get("rows_per_cpu_s") else "-"
-        rss = f"{r['peak_rss_mib']:.0f} MiB" if "peak_rss_mib" in r else "-"
-        start = f"{r['startup_s']:.1f} s" if "startup_s" in r else "-"
-        lines.append(
-            f"{name:10} {r['seconds']:8.2f} {r['rows_per_s']:9,} {cpu:>7} {per_cpu:>11} "
-            f"{rss:>9} {start:>9}"
-        )
-    lines.append("  ".join(f"{k} = {v}" for k, v in report["ratios"].items()))
-    return "\n".join(lines)
+def matrix(args: argparse.Namespace, stack: Any, workdir: Path) -> list[dict[str, Any]]:
+    """Per transaction size: a fresh table, the insert cell, then the update cell.
+
+    Without an insert cell the rows are inserted unmeasured, in one transaction. The
+    table is vacuumed between the two (its autovacuum is off, see compare_workloads).
+    """
+    cells = []
+    dsn = str(stack.dsn(e2e.DB))
+    print(header(), file=sys.stderr, flush=True)
+    for txn_rows in args.txn_rows:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            prepare(conn)
+        if "insert" in args.ops:
+            cells.append(cell(args, stack, workdir, "insert", txn_rows))
+            print(cell_line(cells[-1]), file=sys.stderr, flush=True)
+        else:
+            load(dsn, "insert", args.rows, args.rows)
+        if "update" in args.ops:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"VACUUM ANALYZE {TABLE}")
+            cells.append(cell(args, stack, workdir, "update", txn_rows))
+            print(cell_line(cells[-1]), file=sys.stderr, flush=True)
+    return cells
+
+
+def latency(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, Any] | None:
+    """bench/e2e.py's latency run: single-row transactions at `--rate` for a while."""
+    if args.latency_seconds <= 0:
+        return None
+    with psycopg.connect(str(stack.dsn(e2e.DB)), autocommit=True) as conn:
+        conn.execute(e2e.TABLE_DDL)
+    run = argparse.Namespace(rate=args.rate, seconds=args.latency_seconds, exactly_once=False)
+    return e2e.latency(run, stack, workdir)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",")]
+
+
+def _ops(text: str) -> list[str]:
+    ops = text.split(",")
+    if not ops or any(op not in OPS for op in ops):
+        raise argparse.ArgumentTypeError(f"choose from {','.join(OPS)}")
+    return ops
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--txn-rows", type=int, default=100_000)
+    parser.add_argument(
+        "--txn-rows", type=_int_list, default=[1, 100, 100_000], help="e.g. 1,100,100000"
+    )
+    parser.add_argument("--ops", type=_ops, default=list(OPS), help="insert,update")
     parser.add_argument(
         "--schemas", action="store_true", help="Debezium's JsonConverter with schemas.enable"
     )
     parser.add_argument("--skip-debezium", action="store_true")
+    parser.add_argument("--rate", type=float, default=500.0, help="latency: offered txn/s")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=30.0, help="latency run length; 0 skips it"
+    )
     parser.add_argument("--json", type=Path, help="default bench/results/compare-<time>.json")
     args = parser.parse_args()
+    started = datetime.now(UTC)
+    t0 = time.monotonic()
+    host = machine()
     stack = e2e.load_stack().Stack()
     stack.start()
     try:
         stack.create_database(e2e.DB)
+        with psycopg.connect(str(stack.dsn(e2e.DB)), autocommit=True) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            host["postgresql"] = row[0] if row else None
         with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
-            report = measure(args, stack, Path(tmp))
+            cells = matrix(args, stack, Path(tmp))
+            lat = latency(args, stack, Path(tmp))
     finally:
         stack.stop()
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    host["load_average_end"] = load_average()
+    debezium = None if args.skip_debezium else DEBEZIUM_VERSION
+    report = {
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - t0),
+        "full_matrix": args.rows == 1_000_000
+        and sorted(args.txn_rows) == [1, 100, 100_000]
+        and sorted(args.ops) == sorted(OPS)
+        and not args.skip_debezium,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "machine": host,
+        "debezium": debezium,
+        "cells": cells,
+        "latency": lat,
+    }
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
     path = args.json or Path(__file__).resolve().parent / "results" / f"compare-{stamp}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n")
-    print(table(report))
+    print(table(cells, lat, host, debezium))
     print(f"JSON: {path}")
     return 0
 
