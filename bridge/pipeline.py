@@ -23,6 +23,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config, RaiseOnRefusal
+from bridge.decode.messages import Relation
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -50,6 +51,10 @@ from bridge.source.stream import ReplicationStream
 
 log = logging.getLogger("bridge.pipeline")
 _SERVICE_EVERY = 4096
+# A commit re-computes the flush position at most this often (each time polls the producer
+# and walks the tracker); idle moments always do. Small transactions would otherwise pay
+# for it one by one.
+_ACK_EVERY_S = 0.005
 
 
 class Pipeline:
@@ -124,6 +129,9 @@ class Pipeline:
         self._tx_ident = ""
         self._skipping = False
         self._tx_records = 0
+        self._next_ack = 0.0
+        # oid: (relation, is the bridge's own table, captured by the filters)
+        self._relations: dict[int, tuple[Relation, bool, bool]] = {}
 
     def _start_transactions(self, client_config: dict[str, Any]) -> KafkaTransactions:
         kafka = self.cfg.kafka
@@ -215,7 +223,8 @@ class Pipeline:
         self._tx = self.tracker.open_tx()
         self._tx_records = 0
         self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
-        self._tx_ident = tx_id(event.xid, event.commit_lsn)
+        if self.cfg.pipeline.transaction_metadata:
+            self._tx_ident = tx_id(event.xid, event.commit_lsn)
         self._tx_source = TxSource(
             self.cfg.kafka.topic_prefix,
             self.cfg.source.dbname,
@@ -236,11 +245,16 @@ class Pipeline:
                 xid = self._tx_source.base["txId"] if self._tx_source else None
                 self._send(self.messages.topic, *self.messages.record(change.message, xid))
             return
-        if self.snapshots.is_private(relation):
+        decided = self._relations.get(relation.oid)
+        if decided is None or decided[0] is not relation:
+            private = self.snapshots.is_private(relation)
+            decided = (relation, private, not private and self.routing.captured(relation))
+            self._relations[relation.oid] = decided
+        if decided[1]:
             return  # the bridge's own snapshot progress tables
         assert self._tx_source is not None
         records: list[Record] = []
-        if change.op not in self.routing.skipped_ops and self.routing.captured(relation):
+        if decided[2] and change.op not in self.routing.skipped_ops:
             self._event_counts[relation.namespace, relation.name, change.op] += 1
             topic, encoder = self.encoders.get(relation)
             records = encoder.records(change, self._tx_source)
@@ -276,7 +290,10 @@ class Pipeline:
         self._tx = None
         if self.eos is not None:
             self.eos.after_tx(event.end_lsn, self._tx_records)
-        self._acknowledge()
+        now = time.monotonic()
+        if now >= self._next_ack:
+            self._next_ack = now + _ACK_EVERY_S
+            self._acknowledge()
 
     def _message(self, event: LogicalMessageEvent) -> None:
         """Non-transactional logical decoding message (heartbeats among them)."""

@@ -135,7 +135,8 @@ class ColumnCodec(NamedTuple):
     pg_type_name: str
     may_be_null: bool = False  # a non-NULL datum can convert to None (NaN numeric)
     # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
-    # Avro string's bytes), "int" (int() of the text), None (call the converter).
+    # Avro string's bytes), "int" (int() of the text), "decimal" (the text's digits are
+    # the unscaled value), None (call the converter).
     text_shape: str | None = None
     binary_shape: str | None = None
 
@@ -245,6 +246,8 @@ def column_codec(
     text_shape = "utf8" if codec.text is tv.identity and is_string else None
     if codec.text is int and avro_type in ("int", "long") and "logicalType" not in codec.schema:
         text_shape = "int"
+    if codec.text is tv.parse_decimal and codec.schema.get("logicalType") == "decimal":
+        text_shape = "decimal"
     return ColumnCodec(
         codec.schema,
         _text_converter(codec.text, label),

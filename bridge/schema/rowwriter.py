@@ -49,6 +49,8 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
         except SchemaError:
             return None
         names[f"T{pos}"] = codec.from_text
+        if codec.text_shape == "decimal":
+            names[f"D{pos}"] = _decimal_text(codec.avro_schema)
         names[f"B{pos}"] = codec.from_binary
         slot = key_slot.get(pos)
         key = None if slot is None else (f"k{slot}", codec.may_be_null)
@@ -81,11 +83,14 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
 
 def _value_code(pos: int, shape: str | None, conv: str, key: tuple[str, bool] | None) -> list[str]:
     """Code appending one non-NULL value `v` to `out` (and to its key buffer)."""
-    if shape == "utf8":
-        code = ["if not v.isascii():", "    v.decode()", "a(2)", "wl(out, len(v))", "out += v"]
+    if shape in ("utf8", "decimal"):
+        # a decimal's text becomes its two's-complement bytes, or ValueError (NaN, ...)
+        code = ["if not v.isascii():", "    v.decode()"] if shape == "utf8" else [f"v = D{pos}(v)"]
+        code += ["a(2)", "n = len(v)", "if n < 64:", "    a(n << 1)", "else:", "    wl(out, n)"]
+        code += ["out += v"]
         if key:
             buf, nullable = key
-            code += [f"{buf}.append(2)"] * nullable + [f"wl({buf}, len(v))", f"{buf} += v"]
+            code += [f"{buf}.append(2)"] * nullable + [f"wl({buf}, n)", f"{buf} += v"]
         return code
     convert = "int(v)" if shape == "int" else f"{conv}{pos}(v)"
     code = [f"x = {convert}"]
@@ -106,6 +111,24 @@ def _value_code(pos: int, shape: str | None, conv: str, key: tuple[str, bool] | 
         else:
             code += ["if x is None:", "    return None", f"W{pos}({buf}, x)"]
     return code
+
+
+def _decimal_text(schema: dict[str, Any]) -> Callable[[bytes], bytes]:
+    """PostgreSQL's text of a numeric(p, s) → the Avro decimal's bytes, sized as fastavro
+    sizes them; ValueError for NaN, infinities, or more digits than the schema holds."""
+    scale, bound = schema.get("scale", 0), 10 ** schema["precision"]
+
+    def convert(text: bytes) -> bytes:
+        whole, _, fraction = text.partition(b".")
+        if len(fraction) > scale:
+            raise ValueError("more fraction digits than the scale")
+        unscaled = int(whole + fraction + b"0" * (scale - len(fraction)))
+        if not -bound < unscaled < bound:
+            raise ValueError("more digits than the precision")
+        size = (abs(unscaled).bit_length() + 8) // 8
+        return unscaled.to_bytes(size, "big", signed=True)
+
+    return convert
 
 
 def _indent(code: list[str], width: int) -> list[str]:

@@ -31,6 +31,7 @@ class ReplicationStream:
         self._clock = clock
         self._wall_us = wall_us
         self._pending: XLogData | None = None
+        self._status_at = 0.0  # clock reading before which no status update can be due
         self.server_wal_end = 0  # from the last keepalive: everything up to it was sent
         self.closed = False
 
@@ -39,6 +40,16 @@ class ReplicationStream:
         if self._pending is not None:
             data, self._pending = self._pending, None
             return data
+        raw = self._conn.read_copy(0)  # under load the next message is already buffered
+        if raw is not None:
+            now = self._clock()
+            if now >= self._status_at:
+                self._send_status_if_due(now)
+            msg = parse(raw)
+            if type(msg) is XLogData:
+                self.status.on_received(msg.wal_end)
+                return msg
+            self._on_keepalive(msg)  # type: ignore[arg-type]
         deadline = self._clock() + timeout
         while True:
             now = self._clock()
@@ -75,6 +86,8 @@ class ReplicationStream:
 
     def confirm(self, lsn: int) -> None:
         """Everything up to `lsn` is durably delivered: report it as flushed."""
+        if lsn > self.status.flushed:
+            self._status_at = 0.0  # a new flush position may make an update due sooner
         self.status.on_flushed(lsn)
 
     def send_status(self, reply: bool = False) -> None:
@@ -97,5 +110,7 @@ class ReplicationStream:
             self.send_status()
 
     def _send_status_if_due(self, now: float) -> None:
+        """Also caches when the next check is worth making: `read` skips it until then."""
         if self.status.due(now):
             self.send_status()
+        self._status_at = now + self.status.seconds_until_due(now)
