@@ -9,14 +9,16 @@ machine inflates them less than wall-clock rates would.
 Rows are text-mode TupleData (what pgoutput sends by default) for a table of int,
 bigint, text, numeric(12,2), timestamptz, bool, jsonb, uuid, float8 and date. Lines:
 
-  records   ChangeEncoder.records on an insert: column conversion, the whole Debezium
-            envelope (before/after/source/op/ts_ms/...) and the key, both framed
+  records   ChangeEncoder.records on an insert: the whole Debezium envelope
+            (before/after/source/op/ts_ms/...) and the key, both framed, by the fused
+            row writer (bridge/schema/rowwriter.py) the pipeline uses
+  general   the same records by the general path (TableCodec.row's dict, then the
+            compiled envelope writer): what rows the fused writer declines cost
   convert   TableCodec.row alone (PostgreSQL text -> Python values)
   envelope  fastavro schemaless_writer of the envelope for already converted rows
   flat      fastavro schemaless_writer of the converted row as a flat record (the
             row's own schema, no envelope): the floor for any fastavro-based writer
   fastwriter          the `envelope` line with bridge/schema/fastwriter.py instead
-  records+fastwriter  the `records` line with fastwriter swapped into the encoder
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import argparse
 import io
 import random
-import struct
 import sys
 import time
 import uuid
@@ -89,13 +90,6 @@ def text_rows(n: int, seed: int = 1) -> list[TupleData]:
     return rows
 
 
-def framed_fast(schema: dict[str, Any], schema_id: int) -> Callable[[Any], bytes]:
-    """What serialize.framed_writer would become with the fastwriter prototype."""
-    header = struct.pack(">bI", 0, schema_id)
-    body = compile_writer(schema)
-    return lambda datum: header + body(datum)
-
-
 def best_rate(n: int, repeat: int, run: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -114,10 +108,7 @@ def main(argv: list[str] | None = None) -> None:
 
     table = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "b")
     encoder = ChangeEncoder(table, 1, 2)
-    fast_encoder = ChangeEncoder(table, 1, 2)
     assert table.key_schema is not None
-    fast_encoder._key = framed_fast(table.key_schema, 1)  # the swap the prototype proposes
-    fast_encoder._value = framed_fast(table.envelope_schema, 2)
     tx = TxSource("b", "bench", 1234, 0x1_0000_0000, 0, "bench")
     rows = text_rows(n)
     changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
@@ -130,6 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     def records(using: ChangeEncoder) -> None:
         for change in changes:
             using.records(change, tx)
+
+    def general(using: ChangeEncoder) -> None:
+        for change in changes:
+            using._general_records(change, tx)
 
     def convert() -> None:
         for r in rows:
@@ -160,11 +155,11 @@ def main(argv: list[str] | None = None) -> None:
         assert fast_envelope(datum) == buf.getvalue()
     lines = {
         "records": best_rate(n, args.repeat, lambda: records(encoder)),
+        "general": best_rate(n, args.repeat, lambda: general(encoder)),
         "convert": best_rate(n, args.repeat, convert),
         "envelope": best_rate(n, args.repeat, lambda: write_all(envelope_schema, envelopes)),
         "flat": best_rate(n, args.repeat, lambda: write_all(flat_schema, converted)),
         "fastwriter": best_rate(n, args.repeat, lambda: list(map(fast_envelope, envelopes))),
-        "records+fastwriter": best_rate(n, args.repeat, lambda: records(fast_encoder)),
     }
     print(f"python {sys.version.split()[0]}, {n} rows, best of {args.repeat}, CPU time")
     print(f"one insert = key + value, {size} bytes framed")

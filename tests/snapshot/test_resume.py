@@ -10,7 +10,10 @@ import psycopg
 
 from .helpers import BridgeProcess, make_table, same_state, wait_for
 
-ROWS = 20_000
+# 400 chunks: the kill, made once 6 are recorded, cannot miss the middle of the snapshot even
+# when the test process loses the CPU for a while (20,000 rows in 50 chunks once could).
+ROWS = 40_000
+CHUNK = 100
 
 
 def test_kill9_mid_snapshot_resumes_at_the_last_finished_chunk(
@@ -21,7 +24,7 @@ def test_kill9_mid_snapshot_resumes_at_the_last_finished_chunk(
     tmp_path: Path,
 ) -> None:
     make_table(pg_conn, "t", ROWS)
-    bridge = BridgeProcess(make_settings(mode="initial", workers=2, chunk_size=400), tmp_path)
+    bridge = BridgeProcess(make_settings(mode="initial", workers=2, chunk_size=CHUNK), tmp_path)
     bridge.start()
     wait_for(lambda: _done_chunks(pg_conn) >= 6, 120, "six chunks recorded", every=0.01)
     bridge.kill9()
