@@ -28,17 +28,14 @@ whole stack. Any test that uses the stack (directly or through these fixtures) i
 from __future__ import annotations
 
 import importlib.util
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import psycopg
 import pytest
+from stack_module import load_stack_module
 
-STACK_PATH = Path(__file__).resolve().parent.parent / "deploy" / "local" / "stack.py"
 STACK_FIXTURES = {
     "stack",
     "kafka_bootstrap",
@@ -48,18 +45,6 @@ STACK_FIXTURES = {
     "pg_conn",
     "pg_modern",
 }
-
-
-def _load_stack_module() -> ModuleType:
-    name = "pgkb_local_stack"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, STACK_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _unique(prefix: str) -> str:
@@ -77,7 +62,7 @@ _STARTED: list[Any] = []
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Any]:
-    local_stack = _load_stack_module().Stack()
+    local_stack = load_stack_module().Stack()
     local_stack.start()
     _STARTED.append(local_stack)
     try:
@@ -96,7 +81,7 @@ def _restore_stack() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def pg_modern() -> Iterator[Any]:
-    _load_stack_module()  # puts deploy/local, where stack_pg_npm lives, on sys.path
+    load_stack_module()  # puts deploy/local, where stack_pg_npm lives, on sys.path
     cluster = importlib.import_module("stack_pg_npm").ModernPostgres()
     postgres = cluster.start()
     try:

@@ -13,33 +13,16 @@ Module scope (started on first use, stopped after the module):
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from delivery.conftest import bridge_process, settings
+from stack_module import load_stack_module
 
 from .netns import Netns, NetnsUnavailableError, unavailable
 
 __all__ = ["bridge_netns", "bridge_process", "netns_stack", "settings"]
-
-STACK_PATH = Path(__file__).resolve().parents[2] / "deploy" / "local" / "stack.py"
-STACK_MODULE = "pgkb_local_stack"  # the name tests/conftest.py loads it under: one copy only
-
-
-def _stack_module() -> ModuleType:
-    if STACK_MODULE in sys.modules:
-        return sys.modules[STACK_MODULE]
-    spec = importlib.util.spec_from_file_location(STACK_MODULE, STACK_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[STACK_MODULE] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +45,7 @@ def bridge_netns() -> Iterator[Netns]:
 def netns_stack(bridge_netns: Netns) -> Iterator[Any]:
     pg, kafka = bridge_netns.links["postgres"], bridge_netns.links["kafka"]
     hosts = {"host": pg.server, "clients": pg.network, "kafka": kafka.server}
-    stack = _stack_module().Stack(hosts=hosts)
+    stack = load_stack_module().Stack(hosts=hosts)
     try:
         yield stack.start()
     finally:

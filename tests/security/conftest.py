@@ -17,33 +17,16 @@ Function scope:
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from stack_module import load_stack_module
 
 from .helpers import Credentials, secure_settings
 from .oidc import OidcIssuer
-
-STACK_PATH = Path(__file__).resolve().parents[2] / "deploy" / "local" / "stack.py"
-STACK_MODULE = "pgkb_local_stack"  # the name tests/conftest.py loads it under: one copy only
-
-
-def _stack_module() -> ModuleType:
-    if STACK_MODULE in sys.modules:
-        return sys.modules[STACK_MODULE]
-    spec = importlib.util.spec_from_file_location(STACK_MODULE, STACK_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[STACK_MODULE] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +51,7 @@ def oidc_issuer(credentials: Credentials) -> Iterator[OidcIssuer]:
 
 @pytest.fixture(scope="session")
 def secure_stack(credentials: Credentials, oidc_issuer: OidcIssuer) -> Iterator[Any]:
-    module = _stack_module()
+    module = load_stack_module()
     admin, admin_password = "stack-admin", secrets.token_hex(12)
     oidc_issuer.clients[admin] = admin_password
     stack = module.Stack(
