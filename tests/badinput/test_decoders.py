@@ -19,7 +19,7 @@ from tests.badinput.campaign import Target, decoder_targets, run_decoders, run_e
 from tests.badinput.harness import Recorder
 from tests.badinput.mutate import length_fields
 
-MAX_CPU_NS_PER_INPUT = 50_000_000
+MAX_CPU_NS_PER_INPUT = 1_000_000_000  # a hang guard, not a speed check: a GC pause once took 105 ms
 
 
 def test_decoders_survive_a_seeded_campaign() -> None:

