@@ -23,7 +23,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config, RaiseOnRefusal
-from bridge.decode.messages import Relation
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -130,8 +129,6 @@ class Pipeline:
         self._skipping = False
         self._tx_records = 0
         self._next_ack = 0.0
-        # oid: (relation, is the bridge's own table, captured by the filters)
-        self._relations: dict[int, tuple[Relation, bool, bool]] = {}
 
     def _start_transactions(self, client_config: dict[str, Any]) -> KafkaTransactions:
         kafka = self.cfg.kafka
@@ -245,16 +242,11 @@ class Pipeline:
                 xid = self._tx_source.base["txId"] if self._tx_source else None
                 self._send(self.messages.topic, *self.messages.record(change.message, xid))
             return
-        decided = self._relations.get(relation.oid)
-        if decided is None or decided[0] is not relation:
-            private = self.snapshots.is_private(relation)
-            decided = (relation, private, not private and self.routing.captured(relation))
-            self._relations[relation.oid] = decided
-        if decided[1]:
+        if self.snapshots.is_private(relation):
             return  # the bridge's own snapshot progress tables
         assert self._tx_source is not None
         records: list[Record] = []
-        if decided[2] and change.op not in self.routing.skipped_ops:
+        if change.op not in self.routing.skipped_ops and self.routing.captured(relation):
             self._event_counts[relation.namespace, relation.name, change.op] += 1
             topic, encoder = self.encoders.get(relation)
             records = encoder.records(change, self._tx_source)

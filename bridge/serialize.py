@@ -163,8 +163,7 @@ class ChangeEncoder:
     def _fast_records(self, change: Change, tx: TxSource) -> list[Record] | None:
         """`_general_records`' output from the fused row writer; None where it does not apply."""
         write_row = self._fast
-        op_bytes = _OPS.get(change.op)
-        if write_row is None or op_bytes is None:
+        if write_row is None or change.op not in _OPS:
             return None
         before = after = None
         if change.new is not None:
@@ -181,26 +180,41 @@ class ChangeEncoder:
             if source is None:
                 return None
         op = change.op
+        if (before if op == "d" else after) is None:
+            return None
+
+        def envelope(before: Any, after: Any, op: str) -> bytes:
+            return self._fast_envelope(before, after, _OPS[op], source)
+
+        return self._shape(op, change.old_kind, before, after, self._framed_key, envelope)
+
+    def _shape(
+        self,
+        op: str,
+        old_kind: str,
+        before: Any,
+        after: Any,
+        key_of: Callable[[Any], bytes | None],
+        envelope: Callable[[Any, Any, str], bytes],
+    ) -> list[Record]:
+        """Debezium's record shapes over either path's row form: a delete followed by a
+        tombstone, and a primary-key change as delete + tombstone + create."""
         if op == "d":
-            if before is None:
-                return None
-            key = self._framed_key(before)
-            out: list[Record] = [(key, self._fast_envelope(before, None, b"\x02d", source))]
+            key = key_of(before)
+            out: list[Record] = [(key, envelope(before, None, "d"))]
             if self.tombstones:
                 out.append((key, None))
             return out
-        if after is None:
-            return None
-        key = self._framed_key(after)
-        if op == "u" and change.old_kind and before is not None:
-            old_key = self._framed_key(before)
+        key = key_of(after)
+        if op == "u" and old_kind and before is not None:
+            old_key = key_of(before)
             if old_key != key:
-                out = [(old_key, self._fast_envelope(before, None, b"\x02d", source))]
+                out = [(old_key, envelope(before, None, "d"))]
                 if self.tombstones:
                     out.append((old_key, None))
-                out.append((key, self._fast_envelope(None, after, b"\x02c", source)))
+                out.append((key, envelope(None, after, "c")))
                 return out
-        return [(key, self._fast_envelope(before, after, op_bytes, source))]
+        return [(key, envelope(before, after, op))]
 
     def _framed_key(self, bodies: RowBodies) -> bytes | None:
         header = self._key_header
@@ -254,22 +268,11 @@ class ChangeEncoder:
                 after, before if change.old_kind == "O" else None, unchanged
             )
         fields = unchanged or None
-        if op == "d":
-            key = self._encode_key(before)
-            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
-            if self.tombstones:
-                out.append((key, None))
-            return out
-        key = self._encode_key(after)
-        if op == "u" and change.old_kind and before is not None:
-            old_key = self._encode_key(before)
-            if old_key != key:
-                out = [(old_key, self._envelope(before, None, "d", source, None))]
-                if self.tombstones:
-                    out.append((old_key, None))
-                out.append((key, self._envelope(None, after, "c", source, fields)))
-                return out
-        return [(key, self._envelope(before, after, op, source, fields))]
+
+        def envelope(before: Any, after: Any, op: str) -> bytes:
+            return self._envelope(before, after, op, source, None if op == "d" else fields)
+
+        return self._shape(op, change.old_kind, before, after, self._encode_key, envelope)
 
     def _row(self, tup: TupleData, unchanged: list[str] | None) -> dict[str, Any]:
         return self.table.row(tup.kinds, tup.values, unchanged)

@@ -40,22 +40,14 @@ class ReplicationStream:
         if self._pending is not None:
             data, self._pending = self._pending, None
             return data
-        raw = self._conn.read_copy(0)  # under load the next message is already buffered
-        if raw is not None:
-            now = self._clock()
-            if now >= self._status_at:
-                self._send_status_if_due(now)
-            msg = parse(raw)
-            if type(msg) is XLogData:
-                self.status.on_received(msg.wal_end)
-                return msg
-            self._on_keepalive(msg)  # type: ignore[arg-type]
         deadline = self._clock() + timeout
         while True:
             now = self._clock()
-            self._send_status_if_due(now)
-            wait = min(deadline - now, self.status.seconds_until_due(now))
-            raw = self._conn.read_copy(max(0.0, wait))
+            if now >= self._status_at:
+                self._send_status_if_due(now)
+            # Buffered data returns at once (the common case under load); otherwise wait
+            # until the deadline or the next status update, whichever comes first.
+            raw = self._conn.read_copy(max(0.0, min(deadline, self._status_at) - now))
             if raw is None:
                 if self._clock() >= deadline:
                     return None
