@@ -150,11 +150,6 @@ def run_limit(
     return {"seconds": wall}
 
 
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def proc_peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -174,11 +169,11 @@ def drain(
     assert reader.proc is not None
     pid = reader.proc.pid
     t0 = time.monotonic()
-    cpu0 = proc_cpu_s(pid)
+    cpu0 = e2e.proc_cpu_s(pid)
     e2e.wait(lambda: visible() >= rows, 3600, "the records", reader.check)
     e2e.wait(lambda: slot.state()[1] > last_start, 600, "the acknowledgement", reader.check)
     seconds = time.monotonic() - t0
-    cpu = proc_cpu_s(pid) - cpu0
+    cpu = e2e.proc_cpu_s(pid) - cpu0
     rss = proc_peak_rss_mib(pid)
     reader.stop()
     return {

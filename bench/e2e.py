@@ -129,12 +129,17 @@ class Bridge:
     def cpu_s(self) -> float:
         """User + system CPU seconds the running bridge process used so far."""
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_cpu_s(self.proc.pid)
 
     def check(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             raise SystemExit(f"bridge is not running:\n{self.log.read_text()[-3000:]}")
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid`, all threads, so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait(probe: Callable[[], bool], timeout: float, what: str, check: Callable[[], None]) -> None:

@@ -59,12 +59,12 @@ class Stack:
         tls: bool = False,
         kafka_users: Mapping[str, str] | None = None,
         registry_auth: RegistryAuth | None = None,
-        hosts: Mapping[str, str] | None = None,
+        pg_host: str = "127.0.0.1",
+        pg_clients: str = "127.0.0.1/32",
+        kafka_host: str = "127.0.0.1",
     ) -> None:
-        """`hosts` binds servers elsewhere than 127.0.0.1: keys "host" (PostgreSQL's), "kafka" (also
-        the registry's) and "clients" (the network PostgreSQL admits), for the fault suite's
-        veth links."""
-        bind = dict(hosts or {})
+        """The hosts bind servers elsewhere than loopback (the fault suite's veth links):
+        `pg_clients` is the network PostgreSQL admits; the registry shares `kafka_host`."""
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pgkb-stack-"))
         self.workdir.chmod(0o755)  # the postgres OS user must reach its data dir
@@ -76,10 +76,9 @@ class Stack:
             self.workdir,
             self.log_dir,
             tls=self.ca.issue("postgres") if self.ca else None,
-            host=bind.get("host", "127.0.0.1"),
-            clients=bind.get("clients", "127.0.0.1/32"),
+            host=pg_host,
+            clients=pg_clients,
         )
-        kafka_host = bind.get("kafka", "127.0.0.1")
         self.kafka = Kafka(
             self.workdir,
             self.log_dir,

@@ -44,8 +44,9 @@ def bridge_netns() -> Iterator[Netns]:
 @pytest.fixture(scope="module")
 def netns_stack(bridge_netns: Netns) -> Iterator[Any]:
     pg, kafka = bridge_netns.links["postgres"], bridge_netns.links["kafka"]
-    hosts = {"host": pg.server, "clients": pg.network, "kafka": kafka.server}
-    stack = load_stack_module().Stack(hosts=hosts)
+    stack = load_stack_module().Stack(
+        pg_host=pg.server, pg_clients=pg.network, kafka_host=kafka.server
+    )
     try:
         yield stack.start()
     finally:

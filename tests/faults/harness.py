@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 import psycopg
-from delivery.helpers import BridgeProcess, Checkable, slot_state
+from delivery.helpers import BridgeProcess, Checkable, SlotMonitor, slot_state, wait_slot_active
 from delivery.kafka_io import TopicReader, create_topics
 from delivery.ledger import LEDGER_DDL, LedgerWriter, ledger_occurrences
 
@@ -39,6 +41,57 @@ def ledger_topic(
     conn.execute(LEDGER_DDL)
     topics = create_topics(bootstrap, [f"{prefix}.public.ledger"])
     return LedgerReader(bootstrap, registry_url, topics)
+
+
+class LedgerStream(NamedTuple):
+    reader: LedgerReader
+    monitor: SlotMonitor
+    writer: LedgerWriter
+    floor: LSN  # confirmed_flush_lsn when the bridge's slot turned active
+
+
+@contextmanager
+def ledger_stream(
+    dsn: str,
+    slot: str,
+    prefix: str,
+    bootstrap: str,
+    registry_url: str,
+    bridge: BridgeProcess,
+    *,
+    rate: float = 100,
+    reconnect: bool = False,
+) -> Iterator[LedgerStream]:
+    """The ledger topic read, `bridge` started, its slot watched and a writer committing
+    3-row transactions at `rate`/s; writer, monitor and reader stopped on exit (what they
+    gathered stays readable). Setup uses a connection of its own, closed before yielding,
+    so a scenario may restart PostgreSQL."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        reader = ledger_topic(conn, bootstrap, registry_url, prefix)
+        try:
+            bridge.start()
+            floor = wait_slot_active(conn, slot, bridge).confirmed_flush
+        except BaseException:
+            reader.close()
+            raise
+    monitor = SlotMonitor(dsn, slot)
+    writer = LedgerWriter(dsn, rows_per_txn=3, rate=rate, reconnect=reconnect)
+    try:
+        yield LedgerStream(reader, monitor, writer, floor)
+    finally:
+        writer.stop()
+        monitor.stop()
+        reader.close()
+
+
+def warm_up(stream: LedgerStream, bridge: BridgeProcess, records: int) -> None:
+    """Wait for `records` records and an acknowledgement past the starting point."""
+    stream.reader.read_until(
+        lambda recs: len(recs) >= records and stream.monitor.flushed() > stream.floor,
+        60,
+        f"{records} records and an acknowledgement",
+        watch=bridge,
+    )
 
 
 def acked(dsn: str, slot: str) -> LSN:

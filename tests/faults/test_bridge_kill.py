@@ -14,11 +14,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, SlotMonitor, wait_slot_active, wait_slot_released
-from delivery.ledger import LedgerWriter
+from delivery.helpers import BridgeProcess, wait_slot_active, wait_slot_released
 
 from .checker import Fault, assert_clean, check
-from .harness import drain, ledger_topic, stop_bridge
+from .harness import drain, ledger_stream, stop_bridge
 
 SEED = 20261122
 
@@ -42,14 +41,11 @@ def test_kill9_at_seeded_points(
     rng = random.Random(SEED + exactly_once)
     if exactly_once:
         settings["kafka"].update(exactly_once=True, transaction_max_records=50)
-    reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
-    bridge.start()
-    floor = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
     faults: list[Fault] = []
-    try:
+    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
+    with ledger_stream(*link) as stream:
+        reader, monitor, floor = stream.reader, stream.monitor, stream.floor
         for _ in range(kills):
             goal = len(reader.records) + rng.randrange(30, 300)
             start_floor = floor
@@ -65,11 +61,7 @@ def test_kill9_at_seeded_points(
             faults.append(Fault(t_ms, floor, "bridge kill -9"))
             bridge.start()
             wait_slot_active(pg_conn, slot_name, bridge)
-        rows = drain(pg_dsn, reader, writer, bridge)
+        rows = drain(pg_dsn, reader, stream.writer, bridge)
         stop_bridge(bridge, reader)
-    finally:
-        writer.stop()
-        monitor.stop()
-        reader.close()
     mode = "exactly-once" if exactly_once else "at-least-once"
     assert_clean(check(f"bridge kill -9 ({mode})", rows, reader.records, faults, exactly_once))

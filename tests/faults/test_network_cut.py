@@ -18,14 +18,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, SlotMonitor, wait_for, wait_slot_active
+from delivery.helpers import BridgeProcess, wait_for
 from delivery.kafka_io import Rec, assert_acks_follow_appends
-from delivery.ledger import LedgerWriter, completion_times, ledger_occurrences
+from delivery.ledger import completion_times, ledger_occurrences
 
 from .checker import Fault, assert_clean, check
-from .harness import acked, drain, ledger_topic, stop_bridge
+from .harness import acked, drain, ledger_stream, stop_bridge, warm_up
 from .netns import Netns
 
 # The partition lasts while PostgreSQL commits this many transactions (100/s): on the
@@ -74,7 +73,6 @@ def _crossed(down: Down, records: Sequence[Rec]) -> int:
 
 @pytest.fixture
 def cut_mid_stream(
-    pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
     slot_name: str,
     topic_prefix: str,
@@ -85,19 +83,11 @@ def cut_mid_stream(
     bridge_netns: Netns,
 ) -> Callable[[str, str], None]:
     def run(link: str, cut: str) -> None:
-        reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
         bridge = bridge_process(settings, bridge_netns.exec_prefix)
-        bridge.start()
-        floor = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
-        monitor = SlotMonitor(pg_dsn, slot_name)
-        writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
-        try:
-            reader.read_until(
-                lambda recs: len(recs) >= 300 and monitor.flushed() > floor,
-                60,
-                "300 records and an acknowledgement",
-                watch=bridge,
-            )
+        link_args = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
+        with ledger_stream(*link_args) as stream:
+            reader, writer = stream.reader, stream.writer
+            warm_up(stream, bridge, 300)
             t_ms = time.time() * 1000
             down: Down | None = None  # set for a partition
             if cut == "partition":
@@ -123,10 +113,7 @@ def cut_mid_stream(
                 bridge.start()
             rows = drain(pg_dsn, reader, writer, bridge)
             stop_bridge(bridge, reader)
-        finally:
-            writer.stop()
-            samples = monitor.stop()
-            reader.close()
+        samples = stream.monitor.samples
         summary = check(fault.what, rows, reader.records, [fault], exactly_once=False)
         assert_clean(summary)
         seen = ledger_occurrences(reader.records)

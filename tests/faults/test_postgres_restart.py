@@ -13,13 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, SlotMonitor, wait_for, wait_slot_active
-from delivery.ledger import LedgerWriter
+from delivery.helpers import BridgeProcess, wait_for
 
 from .checker import Fault, assert_clean, check
-from .harness import acked, drain, ledger_topic, stop_bridge
+from .harness import acked, drain, ledger_stream, stop_bridge, warm_up
 
 
 def _restart(stack: Any, mode: str) -> None:
@@ -45,21 +43,12 @@ def test_postgres_restart_mid_stream(
     bridge_process: Callable[[dict[str, Any]], BridgeProcess],
     mode: str,
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        reader = ledger_topic(conn, kafka_bootstrap, registry_url, topic_prefix)
-        bridge = bridge_process(settings)
-        bridge.start()
-        floor = wait_slot_active(conn, slot_name, bridge).confirmed_flush
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100, reconnect=True)
-    try:
-        reader.read_until(
-            lambda recs: len(recs) >= 300 and monitor.flushed() > floor,
-            60,
-            "300 records and an acknowledgement",
-            watch=bridge,
-        )
-        t_ms, before = time.time() * 1000, monitor.flushed()
+    bridge = bridge_process(settings)
+    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
+    with ledger_stream(*link, reconnect=True) as stream:
+        warm_up(stream, bridge, 300)
+        writer = stream.writer
+        t_ms, before = time.time() * 1000, stream.monitor.flushed()
         _restart(stack, mode)
         code = bridge.wait(30)
         assert code == 1, f"exit code {code} after PostgreSQL went away:\n{bridge.log()}"
@@ -68,11 +57,8 @@ def test_postgres_restart_mid_stream(
         bridge.start()
         goal = len(writer.committed) + 100
         wait_for(lambda: len(writer.committed) >= goal, 60, "writes after the restart")
-        rows = drain(pg_dsn, reader, writer, bridge)
-        stop_bridge(bridge, reader)
-    finally:
-        writer.stop()
-        monitor.stop()
-        reader.close()
-    summary = check(f"postgres {mode} restart", rows, reader.records, [fault], exactly_once=False)
+        rows = drain(pg_dsn, stream.reader, writer, bridge)
+        stop_bridge(bridge, stream.reader)
+    records = stream.reader.records
+    summary = check(f"postgres {mode} restart", rows, records, [fault], exactly_once=False)
     assert_clean(summary)

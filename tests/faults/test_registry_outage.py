@@ -12,11 +12,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, SlotMonitor, wait_slot_active
-from delivery.ledger import LedgerWriter
+from delivery.helpers import BridgeProcess
 
 from .checker import Fault, assert_clean, check
-from .harness import drain, ledger_topic, stop_bridge
+from .harness import drain, ledger_stream, stop_bridge, warm_up
 
 OUTAGE_S = 30.0
 
@@ -33,19 +32,11 @@ def test_registry_down_during_schema_change(
     settings: dict[str, Any],
     bridge_process: Callable[[dict[str, Any]], BridgeProcess],
 ) -> None:
-    reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
-    bridge.start()
-    floor = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=50)
-    try:
-        reader.read_until(
-            lambda recs: len(recs) >= 150 and monitor.flushed() > floor,
-            60,
-            "150 records and an acknowledgement",
-            watch=bridge,
-        )
+    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
+    with ledger_stream(*link, rate=50) as stream:
+        warm_up(stream, bridge, 150)
+        monitor = stream.monitor
         fault = Fault(time.time() * 1000, monitor.flushed(), "registry down 30 s")
         stack.stop_registry()
         pg_conn.execute("ALTER TABLE ledger ADD COLUMN note text NOT NULL DEFAULT 'added'")
@@ -60,12 +51,9 @@ def test_registry_down_during_schema_change(
             assert "registry" in log.lower(), f"the error does not name the registry:\n{log}"
             print(f"\nbridge stopped during the registry outage:\n{log.splitlines()[-1]}")
             bridge.start()
-        rows = drain(pg_dsn, reader, writer, bridge)
-        stop_bridge(bridge, reader)
-    finally:
-        writer.stop()
-        monitor.stop()
-        reader.close()
+        rows = drain(pg_dsn, stream.reader, stream.writer, bridge)
+        stop_bridge(bridge, stream.reader)
+    reader = stream.reader
     assert acked_while_down >= fault.acked
     added = [r for r in reader.records if r.value and r.value["after"].get("note") == "added"]
     assert added, "no record carries the added column"
