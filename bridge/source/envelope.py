@@ -7,23 +7,28 @@ decoders only ever see plugin bytes.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from bridge.errors import ProtocolError
 
 _XLOG = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
 _KEEPALIVE = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
 _STATUS = struct.Struct(">cQQQQB")
+# A module-level name for the payload's type: mypyc resolves class annotations in
+# the module's namespace, where builtins such as memoryview are absent.
+View = memoryview
 
 
-class XLogData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class XLogData:
     wal_start: int
     wal_end: int
     send_time: int
-    payload: memoryview
+    payload: View
 
 
-class Keepalive(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Keepalive:
     wal_end: int
     send_time: int
     reply_requested: bool

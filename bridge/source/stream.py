@@ -11,16 +11,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from bridge.source.envelope import Keepalive, XLogData, parse
-from bridge.source.libpq import ReplicationConnection
 from bridge.source.status import StatusTracker
+
+
+class CopyBoth(Protocol):
+    """The COPY BOTH side of a connection (`bridge.source.libpq.ReplicationConnection`)."""
+
+    def read_copy(self, timeout: float) -> memoryview | None: ...
+
+    def write_copy(self, data: bytes) -> None: ...
+
+    def finish_copy(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class ReplicationStream:
     def __init__(
         self,
-        conn: ReplicationConnection,
+        conn: CopyBoth,
         status: StatusTracker,
         *,
         clock: Callable[[], float] = time.monotonic,

@@ -11,9 +11,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(postgresql-15 postgresql-15-pglogical maven)
+APT_PACKAGES=(postgresql-15 postgresql-15-pglogical maven gcc libc6-dev)  # gcc: setup.py's mypyc build
 VENV="$ROOT/.venv"
-STAMP="$VENV/.pgkb-installed-pyproject.sha256"
+STAMP="$VENV/.pgkb-installed-sources.sha256"
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }
 
@@ -61,9 +61,17 @@ ensure_venv() {
         log "creating $VENV"
         "$python" -m venv "$VENV"
     fi
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    # The install compiles the hot path (setup.py): redo it when any source changes,
+    # or when BRIDGE_PURE_PYTHON (install without compiling) is switched.
+    want="$( (echo "pure=${BRIDGE_PURE_PYTHON:-}"; find pyproject.toml setup.py bridge -name '*.py' -o -name '*.toml' | sort | xargs sha256sum) | sha256sum | cut -d' ' -f1)"
     if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
         log "installing the project into $VENV"
+        if [ -n "${BRIDGE_PURE_PYTHON:-}" ]; then
+            find bridge -name '*.so' -delete
+        elif ! "$VENV/bin/python" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'; then
+            log "no Python.h for $python: install its headers (python3-dev) to compile the hot path, or set BRIDGE_PURE_PYTHON=1 to run it uncompiled"
+            exit 1
+        fi
         "$VENV/bin/python" -m pip install --quiet --upgrade pip
         "$VENV/bin/python" -m pip install --quiet -e '.[dev,spark]'
         printf '%s\n' "$want" >"$STAMP"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 import pytest
 import yaml
+from compiled import hot_path
 
 from .chart import CHART, ROOT
 
@@ -170,7 +172,9 @@ def test_build_context_builds_a_complete_wheel(tmp_path: Path) -> None:
         assert path.exists(), f"{source} is missing: `docker build` would fail at COPY"
         if path.is_dir():
             shutil.copytree(
-                path, context / source, ignore=shutil.ignore_patterns("__pycache__", "*.py[cod]")
+                path,
+                context / source,
+                ignore=shutil.ignore_patterns("__pycache__", "*.py[cod]", "*.so"),
             )
         else:
             shutil.copy2(path, context / source)
@@ -192,3 +196,9 @@ def test_build_context_builds_a_complete_wheel(tmp_path: Path) -> None:
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert re.search(r"^bridge = bridge\.cli:main$", text, re.MULTILINE)
+    if not os.environ.get("BRIDGE_PURE_PYTHON"):  # the image runs the compiled hot path
+        for module in hot_path():
+            stem = module.removesuffix(".py")
+            assert any(n.startswith(stem + ".cpython-") and n.endswith(".so") for n in names), (
+                f"the wheel lacks the compiled {module}"
+            )
