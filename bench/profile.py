@@ -8,12 +8,17 @@ transactions of `--txn-rows`, then the bridge started again and sampled by
 `py-spy record --format raw` until its slot confirms the last transaction. Prints
 rows/s, the bridge's CPU µs per row, how busy the machine's cores were, and the top
 functions by own time and including callees. py-spy is the `profile` extra.
+
+py-spy sees no frames inside modules compiled by mypyc (setup.py): their time lands on
+the nearest uncompiled caller. For a per-function profile, install uncompiled first
+(`BRIDGE_PURE_PYTHON=1 pip install -e .`); the figures then are the pure-Python ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -68,6 +73,9 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("py-spy") is None:
         raise SystemExit("py-spy is missing: pip install -e '.[profile]'")
+    spec = importlib.util.find_spec("bridge.pipeline")
+    if spec is not None and spec.origin is not None and spec.origin.endswith(".so"):
+        print("note: the hot path is compiled; py-spy attributes its time to the callers")
     stack = e2e.load_stack().Stack()
     stack.start()
     try:
