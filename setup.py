@@ -6,7 +6,9 @@ BRIDGE_PURE_PYTHON=1 to install without compiling (no C compiler needed); the
 behaviour is the same, only slower.
 """
 
+import hashlib
 import os
+from pathlib import Path
 
 from setuptools import setup
 
@@ -42,9 +44,17 @@ HOT_PATH = [
     "bridge/pipeline.py",
 ]
 
+# What this build compiled, so that `import bridge` in a source checkout can refuse
+# to run extensions older than their sources (bridge/__init__.py).
+RECORD = Path("bridge/.compiled.sha256")
+
 if os.environ.get("BRIDGE_PURE_PYTHON"):
     ext_modules = []
+    RECORD.unlink(missing_ok=True)
 else:
+    RECORD.write_text(
+        "".join(f"{hashlib.sha256(Path(p).read_bytes()).hexdigest()}  {p}\n" for p in HOT_PATH)
+    )
     from mypyc.build import mypycify
 
     # Third-party packages are invisible to the compiler wherever it runs (pip's build

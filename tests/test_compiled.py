@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -33,33 +34,26 @@ def test_hot_path_is_compiled() -> None:
         assert spec.origin.endswith(".so"), f"{name} is not compiled: {spec.origin}"
 
 
-def test_stale_extension_is_found(tmp_path: Path) -> None:
-    """The newest library dates the build: stubs left untouched by a rebuild are fine."""
-    package = tmp_path / "bridge"
-    (package / "decode").mkdir(parents=True)
-    stub = package / "decode" / "pgoutput.cpython-311-x86_64-linux-gnu.so"
-    source = package / "decode" / "pgoutput.py"
-    shared = tmp_path / "0123abcd__mypyc.cpython-311-x86_64-linux-gnu.so"
-    for path in (source, stub, shared, package / "acks.py"):
-        path.write_bytes(b"")
-    os.utime(stub, (1_000, 1_000))
-    os.utime(source, (2_000, 2_000))
-    os.utime(shared, (3_000, 3_000))  # a rebuild relinked the library, not the stub
-    assert bridge.stale_compiled_modules(package) == []
-    os.utime(source, (4_000, 4_000))  # edited after the build
-    assert bridge.stale_compiled_modules(package) == [source]
+def test_stale_sources_are_found(tmp_path: Path) -> None:
+    (tmp_path / "bridge").mkdir()
+    source = tmp_path / "bridge" / "acks.py"
+    source.write_text("x = 1\n")
+    assert bridge.stale_compiled_modules(tmp_path) == []  # no build record: nothing compiled
+    digest = hashlib.sha256(b"x = 1\n").hexdigest()
+    (tmp_path / bridge.BUILD_RECORD).write_text(f"{digest}  bridge/acks.py\n")
+    assert bridge.stale_compiled_modules(tmp_path) == []
+    source.write_text("x = 2\n")  # edited after the build
+    assert bridge.stale_compiled_modules(tmp_path) == ["bridge/acks.py"]
 
 
 def test_stale_build_refuses_to_import(tmp_path: Path) -> None:
-    """A source checkout whose compiled module is older than its source stops at import."""
+    """A source checkout whose compiled source changed since the build stops at import."""
     checkout = tmp_path / "checkout"
     (checkout / "bridge").mkdir(parents=True)
     (checkout / "setup.py").write_text("")
     (checkout / "bridge" / "__init__.py").write_text((ROOT / "bridge" / "__init__.py").read_text())
-    ext = checkout / "bridge" / "acks.cpython-311-x86_64-linux-gnu.so"
-    ext.write_bytes(b"")
-    (checkout / "bridge" / "acks.py").write_text("")
-    os.utime(ext, (1_000, 1_000))
+    (checkout / "bridge" / "acks.py").write_text("edited = True\n")
+    (checkout / bridge.BUILD_RECORD).write_text(f"{'0' * 64}  bridge/acks.py\n")
     result = subprocess.run(
         [sys.executable, "-c", "import bridge"],
         cwd=checkout,
