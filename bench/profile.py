@@ -70,6 +70,9 @@ def main() -> int:
     parser.add_argument("--txn-rows", type=int, default=100_000)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", type=Path, help="keep py-spy's raw samples here")
+    parser.add_argument(
+        "--native", action="store_true", help="sample C frames too (the compiled hot path)"
+    )
     args = parser.parse_args()
     if shutil.which("py-spy") is None:
         raise SystemExit("py-spy is missing: pip install -e '.[profile]'")
@@ -97,8 +100,10 @@ def main() -> int:
                 assert bridge.proc is not None
                 cpu0, machine0, t0 = bridge.cpu_s(), busy_jiffies(), time.monotonic()
                 spy_args = ["--pid", str(bridge.proc.pid), "--rate", "250", "--format", "raw"]
+                # native unwinding needs the process paused while sampled
+                spy_args += ["--native"] if args.native else ["--nonblocking"]
                 spy = subprocess.Popen(
-                    ["py-spy", "record", *spy_args, "--output", str(raw), "--nonblocking"],
+                    ["py-spy", "record", *spy_args, "--output", str(raw)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )

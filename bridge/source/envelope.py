@@ -14,17 +14,20 @@ from bridge.errors import ProtocolError
 _XLOG = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
 _KEEPALIVE = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
 _STATUS = struct.Struct(">cQQQQB")
-# A module-level name for the payload's type: mypyc resolves class annotations in
-# the module's namespace, where builtins such as memoryview are absent.
-View = memoryview
 
 
-@dataclass(frozen=True, slots=True)
 class XLogData:
-    wal_start: int
-    wal_end: int
-    send_time: int
-    payload: View
+    """One `w` message: its WAL positions and the plugin's payload.
+
+    A plain class, one per message: compiled (setup.py), it is built in C, where a
+    dataclass or NamedTuple would run a Python-level constructor per message.
+    """
+
+    def __init__(self, wal_start: int, wal_end: int, send_time: int, payload: memoryview) -> None:
+        self.wal_start = wal_start
+        self.wal_end = wal_end
+        self.send_time = send_time
+        self.payload = payload
 
 
 @dataclass(frozen=True, slots=True)
