@@ -20,7 +20,6 @@ from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
 from bridge.errors import SchemaError
 from bridge.events.model import Change
 from bridge.schema.fastwriter import compile_writer, write_long
-from bridge.schema.fixed import load_fixed
 from bridge.schema.rowwriter import RowBodies, compile_row_writer
 from bridge.schema.table import TableCodec
 
@@ -80,19 +79,24 @@ def _fastavro_body(schema: dict[str, Any]) -> Callable[[Any], bytes]:
     return body
 
 
-_SOURCE_BODY = _body_writer(load_fixed("source"))
-
-
 class TxSource:
     """The parts of Debezium's source block fixed for one transaction.
 
     `blocks` caches the encoded block per table: it is the same for every row of a table
-    in the transaction, so the fast path writes it once."""
+    in the transaction, so the fast path writes it once. `base` must not change once a
+    block was encoded."""
 
-    __slots__ = ("base", "blocks", "ts_ms")
+    __slots__ = ("_ends", "base", "blocks", "ts_ms")
 
     def __init__(
-        self, server: str, db: str, xid: int | None, commit_lsn: int, commit_ts: int, version: str
+        self,
+        server: str,
+        db: str,
+        xid: int | None,
+        commit_lsn: int,
+        commit_ts: int,
+        version: str,
+        snapshot: str = "false",
     ) -> None:
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
         self.base: dict[str, Any] = {
@@ -100,7 +104,7 @@ class TxSource:
             "connector": "postgresql",
             "name": server,
             "ts_ms": self.ts_ms,
-            "snapshot": "false",
+            "snapshot": snapshot,
             "db": db,
             "sequence": None,
             "schema": "",
@@ -110,6 +114,62 @@ class TxSource:
             "xmin": None,
         }
         self.blocks: dict[tuple[str, str], bytes] = {}
+        self._ends: tuple[bytes, bytes] | None = None
+
+    def ends(self) -> tuple[bytes, bytes]:
+        """The source block's body before and after its schema and table fields, in
+        `source.avsc`'s field order: the same for every table of the transaction.
+
+        Raises ValueError or TypeError for a value the schema cannot hold (the general
+        path then names it)."""
+        if self._ends is None:
+            b = self.base
+            head = bytearray(_texts((b["version"], b["connector"], b["name"])))
+            _write_long(head, b["ts_ms"])
+            head += _texts((b["snapshot"], b["db"]))
+            if b["sequence"] is None:
+                head.append(0)
+            else:
+                head.append(2)
+                _write_text(head, b["sequence"])
+            tail = bytearray()
+            for name in ("txId", "lsn", "xmin"):
+                if b[name] is None:
+                    tail.append(0)
+                else:
+                    tail.append(2)
+                    _write_long(tail, b[name])
+            self._ends = bytes(head), bytes(tail)
+        return self._ends
+
+
+# Avro strings of the source fields that stay the same across transactions (connector,
+# server, database, ...), encoded once per distinct tuple.
+_TEXTS: dict[tuple[str, ...], bytes] = {}
+
+
+def _texts(values: tuple[str, ...]) -> bytes:
+    encoded = _TEXTS.get(values)
+    if encoded is None:
+        out = bytearray()
+        for value in values:
+            _write_text(out, value)
+        encoded = _TEXTS[values] = bytes(out)
+    return encoded
+
+
+def _write_text(out: bytearray, value: object) -> None:
+    if type(value) is not str:
+        raise TypeError(f"{value!r} is not a string")
+    data = value.encode()
+    write_long(out, len(data))
+    out += data
+
+
+def _write_long(out: bytearray, value: object) -> None:
+    if type(value) is not int:
+        raise TypeError(f"{value!r} is not an integer")
+    write_long(out, value)
 
 
 class ChangeEncoder:
@@ -119,6 +179,7 @@ class ChangeEncoder:
         "_fast",
         "_key",
         "_key_header",
+        "_table_fields",
         "_table_id",
         "_value",
         "_value_header",
@@ -150,6 +211,14 @@ class ChangeEncoder:
         self._key_header = None if self._key is None else _HEADER.pack(0, key_id or 0)
         self._value_header = _HEADER.pack(0, value_id)
         self._table_id = (table.relation.namespace, table.relation.name)
+        self._table_fields: bytes | None = None  # schema and table, as the source block has them
+        fields = bytearray()
+        try:
+            for name in self._table_id:
+                _write_text(fields, name)
+            self._table_fields = bytes(fields)
+        except (ValueError, TypeError):
+            pass  # the general path names the value
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/t, a delete followed by a tombstone, and a primary-key
@@ -221,12 +290,14 @@ class ChangeEncoder:
         return None if header is None else header + bodies[0]
 
     def _source_block(self, tx: TxSource) -> bytes | None:
-        source = dict(tx.base)
-        source["schema"], source["table"] = self._table_id
+        """The encoded source block (`schemas/source.avsc`) with this table's names."""
+        if self._table_fields is None:
+            return None
         try:
-            block = _SOURCE_BODY(source)
-        except (ValueError, TypeError, OverflowError):
+            head, tail = tx.ends()
+        except (ValueError, TypeError):
             return None  # the general path names the value
+        block = head + self._table_fields + tail
         tx.blocks[self._table_id] = block
         return block
 

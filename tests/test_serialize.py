@@ -8,11 +8,14 @@ from typing import Any
 
 import fastavro
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
 from bridge.errors import SchemaError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.fixed import load_fixed
 from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
 from bridge.serialize import ChangeEncoder, Record, ToastMode, TxSource
 
@@ -121,3 +124,52 @@ def test_truncate_has_no_key() -> None:
 def test_a_value_outside_the_avro_type_is_a_schema_error() -> None:
     with pytest.raises(SchemaError, match=r"public\.items: a value does not fit"):
         encode(change("c", new=tup(b"1", b"a", str(2**64 - 1).encode())))
+
+
+_SOURCE_SCHEMA = fastavro.parse_schema(load_fixed("source"))
+_names = st.text(st.characters(exclude_categories=("Cs",)), max_size=70)
+_longs = st.integers(-(2**63), 2**63 - 1)
+
+
+@given(
+    server=_names,
+    db=_names,
+    xid=st.none() | _longs,
+    lsn=_longs,
+    commit_ts=st.integers(-(2**62), 2**62),
+    version=_names,
+    snapshot=st.sampled_from(["false", "true", "last", "incremental"]),
+    schema=_names,
+    table=_names,
+)
+def test_source_block_parts_equal_fastavro(
+    server: str,
+    db: str,
+    xid: int | None,
+    lsn: int,
+    commit_ts: int,
+    version: str,
+    snapshot: str,
+    schema: str,
+    table: str,
+) -> None:
+    """The pre-encoded source block is byte for byte what fastavro writes for its dict."""
+    tx = TxSource(server, db, xid, lsn, commit_ts, version, snapshot=snapshot)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, {**tx.base, "schema": schema, "table": table})
+    head, tail = tx.ends()
+    fields = bytearray()
+    for name in (schema, table):
+        fastavro.schemaless_writer(fields_buf := io.BytesIO(), "string", name)
+        fields += fields_buf.getvalue()
+    assert head + fields + tail == buf.getvalue()
+
+
+def test_source_block_falls_back_for_values_outside_the_schema() -> None:
+    """An xid beyond Avro's long takes the general path, which names it."""
+    tx = TxSource("srv", "db", 2**64, 1, 0, "v")
+    with pytest.raises(ValueError):
+        tx.ends()
+    assert ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx) is None
+    with pytest.raises(SchemaError):  # the general path names the value
+        ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(change("c", new=tup(b"1", b"a", None)), tx)

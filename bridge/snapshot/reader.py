@@ -111,6 +111,4 @@ def _kind(value: bytes | None) -> int:
 def snapshot_source(server: str, db: str, lsn: int, flag: str) -> TxSource:
     """The source block of snapshot records: `snapshot` is "true", "last" or "incremental"."""
     now_us = time.time_ns() // 1000 - PG_EPOCH_OFFSET_US
-    source = TxSource(server, db, None, lsn, now_us, __version__)
-    source.base["snapshot"] = flag
-    return source
+    return TxSource(server, db, None, lsn, now_us, __version__, snapshot=flag)
