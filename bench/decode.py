@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import resource
 import shutil
@@ -36,7 +35,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -44,6 +42,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from e2e import load_stack  # noqa: E402
 
 from bridge.config import Config  # noqa: E402
 from bridge.errors import SourceError  # noqa: E402
@@ -55,7 +55,6 @@ from bridge.source import libpq, slots  # noqa: E402
 from bridge.source.status import StatusTracker  # noqa: E402
 from bridge.source.stream import ReplicationStream  # noqa: E402
 
-STACK_PATH = ROOT / "deploy" / "local" / "stack.py"
 TABLE = "bench_decode"
 PUBLICATION = "bench_decode_pub"
 CREATE_TABLE = f"""
@@ -72,16 +71,6 @@ FROM generate_series(1, %s::int) g
 """
 
 
-def load_stack_module() -> ModuleType:
-    name = "pgkb_local_stack"
-    spec = importlib.util.spec_from_file_location(name, STACK_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextmanager
 def database(dsn: str | None) -> Iterator[dict[str, Any]]:
     """Source settings of the database to use: --dsn's, or a fresh local PostgreSQL's."""
@@ -89,7 +78,7 @@ def database(dsn: str | None) -> Iterator[dict[str, Any]]:
         params = conninfo_to_dict(dsn)
         yield {k: params[k] for k in ("host", "port", "dbname", "user", "password") if k in params}
         return
-    stack = load_stack_module().Stack()
+    stack = load_stack().Stack()
     postgres = stack.postgres  # PostgreSQL alone: Kafka and the registry are not needed here
     try:
         postgres.install()

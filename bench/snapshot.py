@@ -21,7 +21,6 @@ tests/snapshot/test_initial.py. Without `--stack-json` (the JSON line printed by
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys
@@ -38,6 +37,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their siblings by name
+
+from e2e import load_stack  # noqa: E402
 
 from bridge.config import Config  # noqa: E402
 from bridge.pipeline import Pipeline  # noqa: E402
@@ -66,14 +67,7 @@ def start_stack(stack_json: str | None) -> tuple[Any, Any]:
     if stack_json:
         info = json.loads(Path(stack_json).read_text().splitlines()[0])
         return SimpleNamespace(**info), None
-    spec = importlib.util.spec_from_file_location(
-        "pgkb_local_stack", ROOT / "deploy" / "local" / "stack.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    stack = module.Stack()
+    stack = load_stack().Stack()
     stack.start()
     return stack, stack
 
