@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 
 from bridge.decode.messages import Delete, Insert, TupleData, Update
-from bridge.decode.reader import U16, U32, end_error, type_name
+from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
 
 _RELID_TAG = struct.Struct(">IB").unpack_from
@@ -26,14 +26,17 @@ _N = ord("N")
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
     """Read a TupleData part at `pos`; returns it and the offset just past it."""
-    (natts,) = U16(buf, pos)
+    # Lengths are assembled from single bytes: compiled, that is native integer work,
+    # where struct's unpack_from builds and frees a tuple per column.
+    natts = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
     kinds = bytearray(natts)
     values: list[bytes | None] = [None] * natts
     for i in range(natts):
         kind = buf[pos]
-        if kind in (116, 98):  # 't', 'b' as literals: a constant tuple is the fastest test
-            end = pos + 5 + U32(buf, pos + 1)[0]
+        if kind in (116, 98):  # 't', 'b'
+            size = (buf[pos + 1] << 24) | (buf[pos + 2] << 16) | (buf[pos + 3] << 8) | buf[pos + 4]
+            end = pos + 5 + size
             values[i] = buf[pos + 5 : end]
             pos = end
         elif kind in (110, 117):  # 'n', 'u'

@@ -16,23 +16,55 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from fastavro import parse_schema
+from mypy_extensions import i64
 
 from bridge.errors import SchemaError
 
 Writer = Callable[[bytearray, Any], None]
 _FLOAT = struct.Struct("<f").pack
 _DOUBLE = struct.Struct("<d").pack
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
+_INT_MIN: Final = -(1 << 31)
+_INT_MAX: Final = (1 << 31) - 1
+_ZIGZAG_MIN: Final = -(1 << 62)  # zigzag of [-2**62, 2**62) fits a signed 64-bit int
+_ZIGZAG_MAX: Final = (1 << 62) - 1
+_EIGHT_BYTES: Final = 1 << 56  # zigzag values below this take at most 8 varint bytes
 
 
 def write_long(out: bytearray, value: int) -> None:
-    if not _LONG_MIN <= value <= _LONG_MAX:
+    if _ZIGZAG_MIN <= value <= _ZIGZAG_MAX:
+        # native 64-bit arithmetic once compiled (mypyc's i64), instead of tagged ints
+        v: i64 = value
+        n: i64 = (v << 1) ^ (v >> 63)
+        if n < 0x80:
+            out.append(n)
+            return
+        if n < _EIGHT_BYTES:  # the varint's bytes fit one int: one append, not one per byte
+            acc: i64 = 0
+            shift: i64 = 0
+            while n > 0x7F:
+                acc |= ((n & 0x7F) | 0x80) << shift
+                shift += 8
+                n >>= 7
+            acc |= n << shift
+            whole: int = acc
+            out += whole.to_bytes((shift >> 3) + 1, "little")
+            return
+        while n > 0x7F:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+    elif _LONG_MIN <= value <= _LONG_MAX:
+        _write_zigzag(out, (value << 1) ^ (value >> 63))
+    else:
         raise ValueError(f"{value} does not fit an Avro long")
-    n = (value << 1) ^ (value >> 63)
+
+
+def _write_zigzag(out: bytearray, n: int) -> None:
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7

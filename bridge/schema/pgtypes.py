@@ -136,9 +136,13 @@ class ColumnCodec(NamedTuple):
     may_be_null: bool = False  # a non-NULL datum can convert to None (NaN numeric)
     # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
     # Avro string's bytes), "int" (int() of the text), "decimal" (the text's digits are
-    # the unscaled value), None (call the converter).
+    # the unscaled value), "double" (float() of the text), "bool" ('t' or 'f'), None
+    # (call `text_parse` on the decoded text, or the converter).
     text_shape: str | None = None
     binary_shape: str | None = None
+    # The str parser inside `from_text`, for the row writer to call without the wrapper
+    # (its errors send the row down the general path, which reports them typed).
+    text_parse: TextParser | None = None
 
     @property
     def supports_binary(self) -> bool:
@@ -248,6 +252,12 @@ def column_codec(
         text_shape = "int"
     if codec.text is tv.parse_decimal and codec.schema.get("logicalType") == "decimal":
         text_shape = "decimal"
+    if codec.text is float and avro_type == "double" and "logicalType" not in codec.schema:
+        text_shape = "double"
+    if codec.text is tv.parse_bool and avro_type == "boolean":
+        text_shape = "bool"
+    if codec.text is tv.parse_timestamptz:
+        text_shape = "timestamptz"
     return ColumnCodec(
         codec.schema,
         _text_converter(codec.text, label),
@@ -256,6 +266,7 @@ def column_codec(
         codec.may_be_null,
         text_shape=text_shape,
         binary_shape="utf8" if codec.binary is bv.parse_utf8 and is_string else None,
+        text_parse=None if codec.text is tv.identity or codec.text in _WIRE_PARSERS else codec.text,
     )
 
 
@@ -361,7 +372,17 @@ def _malformed(label: str, exc: Exception) -> ProtocolError:
     return ProtocolError("value", 0, f"{label}: {type(exc).__name__}: {exc}")
 
 
+# Parsers with a twin that reads the undecoded text.
+_WIRE_PARSERS: dict[TextParser, BinaryParser] = {
+    int: int,
+    float: float,
+    tv.parse_timestamptz: tv.wire_timestamptz,
+}
+
+
 def _text_converter(parse: TextParser, label: str) -> Converter:
+    if parse in _WIRE_PARSERS:  # int() and float() accept bytes: skip the decode
+        return _binary_converter(_WIRE_PARSERS[parse], label)
     if parse is tv.identity:
 
         def decode(raw: bytes) -> Any:
@@ -371,10 +392,6 @@ def _text_converter(parse: TextParser, label: str) -> Converter:
                 raise _malformed(label, exc) from exc
 
         return decode
-    if parse is int:  # int() and float() accept bytes: skip the decode
-        return _binary_converter(int, label)
-    if parse is float:
-        return _binary_converter(float, label)
 
     def convert(raw: bytes) -> Any:
         try:

@@ -22,17 +22,34 @@ from typing import Any
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT
 from bridge.errors import SchemaError
+from bridge.schema import textvalues as tv
 from bridge.schema.fastwriter import compile_value_writer, write_long
+from bridge.schema.pgtypes import ColumnCodec
 from bridge.schema.table import TableCodec
 
 RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
 RowWriter = Callable[[bytes, Sequence[bytes | None]], RowBodies | None]
-_FALLBACK_ERRORS = (ValueError, TypeError, OverflowError, AttributeError, struct.error)
+# What a converter or parser may raise on a value it cannot take (pgtypes._BAD_INPUT).
+_FALLBACK_ERRORS = (
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    AttributeError,
+    IndexError,
+    KeyError,
+    struct.error,
+)
+_DOUBLE = struct.Struct("<d").pack
 
 
 def compile_row_writer(table: TableCodec) -> RowWriter | None:
     """The fused writer for `table`, or None if a column's schema is outside fastwriter's."""
-    names: dict[str, Any] = {"wl": write_long, "_ERRORS": _FALLBACK_ERRORS}
+    names: dict[str, Any] = {
+        "wl": write_long,
+        "dbl": _DOUBLE,
+        "tz": tv.wire_timestamptz,
+        "_ERRORS": _FALLBACK_ERRORS,
+    }
     key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
     lines = [
         "def write_row(kinds, values):",
@@ -49,6 +66,7 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
         except SchemaError:
             return None
         names[f"T{pos}"] = codec.from_text
+        names[f"P{pos}"] = codec.text_parse
         if codec.text_shape == "decimal":
             names[f"D{pos}"] = _decimal_text(codec.avro_schema)
         names[f"B{pos}"] = codec.from_binary
@@ -58,7 +76,7 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
             f"        k = kinds[{index}]",
             f"        if k == {KIND_TEXT}:",
             f"            v = values[{index}]",
-            *_indent(_value_code(pos, codec.text_shape, "T", key), 12),
+            *_indent(_text_code(pos, codec, key), 12),
             f"        elif k == {KIND_NULL}:",
             "            return None" if key else "            a(0)",
             f"        elif k == {KIND_BINARY}:",
@@ -81,6 +99,22 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
     return writer
 
 
+def _text_code(pos: int, codec: ColumnCodec, key: tuple[str, bool] | None) -> list[str]:
+    """Code appending one text-format value `v`: shapes the writer handles inline."""
+    if codec.text_shape == "double" and not key:
+        return ["a(2)", "out += dbl(float(v))"]
+    if codec.text_shape == "bool" and not key:
+        bool_code = ["if v == b't':", "    a(1)", "elif v == b'f':", "    a(0)"]
+        return ["a(2)", *bool_code, "else:", "    return None"]
+    if codec.text_shape == "timestamptz":
+        return _value_code(pos, None, "tz", key)
+    if codec.text_shape in ("double", "bool"):
+        return _value_code(pos, None, "T", key)
+    if codec.text_shape is None and codec.text_parse is not None:
+        return _value_code(pos, None, "P", key)
+    return _value_code(pos, codec.text_shape, "T", key)
+
+
 def _value_code(pos: int, shape: str | None, conv: str, key: tuple[str, bool] | None) -> list[str]:
     """Code appending one non-NULL value `v` to `out` (and to its key buffer)."""
     if shape in ("utf8", "decimal"):
@@ -92,7 +126,14 @@ def _value_code(pos: int, shape: str | None, conv: str, key: tuple[str, bool] | 
             buf, nullable = key
             code += [f"{buf}.append(2)"] * nullable + [f"wl({buf}, n)", f"{buf} += v"]
         return code
-    convert = "int(v)" if shape == "int" else f"{conv}{pos}(v)"
+    if shape == "int":
+        convert = "int(v)"
+    elif conv == "P":  # the parser itself, on the decoded text
+        convert = f"P{pos}(v.decode())"
+    elif conv == "tz":
+        convert = "tz(v)"
+    else:
+        convert = f"{conv}{pos}(v)"
     code = [f"x = {convert}"]
     if shape == "int":
         code += ["a(2)", f"W{pos}(out, x)"]

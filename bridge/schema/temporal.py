@@ -9,13 +9,18 @@ DateStyle=ISO ("0044-03-15 BC").
 
 from __future__ import annotations
 
-US_PER_SECOND = 1_000_000
-US_PER_DAY = 86_400 * US_PER_SECOND
-PG_EPOCH_DAYS = 10_957  # 2000-01-01 in days since 1970-01-01
-PG_EPOCH_US = PG_EPOCH_DAYS * US_PER_DAY
+from typing import Final
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Final: the compiled modules read these as constants instead of from a module's dict.
+US_PER_SECOND: Final = 1_000_000
+US_PER_DAY: Final = 86_400 * US_PER_SECOND
+PG_EPOCH_DAYS: Final = 10_957  # 2000-01-01 in days since 1970-01-01
+PG_EPOCH_US: Final = PG_EPOCH_DAYS * US_PER_DAY
+
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
 
 
 def clamp_us(us: int) -> int:

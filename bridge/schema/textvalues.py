@@ -13,7 +13,9 @@ import datetime
 import re
 import struct
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
+
+from mypy_extensions import i64
 
 from bridge.schema.temporal import (
     INT32_MAX,
@@ -185,6 +187,91 @@ def parse_timestamptz(text: str) -> int:
             shift = (offset.days * 86_400 + offset.seconds) * US_PER_SECOND + offset.microseconds
             return _local_us(moment) - shift
     return clamp_us(timestamptz_us(text))
+
+
+def wire_timestamptz(raw: bytes) -> int:
+    """`parse_timestamptz` of the undecoded text: the common shape is read digit by digit
+    from the bytes (compiled, that is integer work with no objects), the rest decoded."""
+    us = _iso_timestamptz(raw)
+    return parse_timestamptz(raw.decode()) if us == _NOT_ISO else us
+
+
+# Outside every result of _iso_timestamptz (4-digit years), inside a compiled short int.
+# Final: compiled code reads these as constants, not from the module's dict.
+_NOT_ISO: Final = -(1 << 61)
+_MONTH_DAYS: Final = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_FRACTION_SCALE: Final = (0, 100_000, 10_000, 1_000, 100, 10, 1)  # by count of digits
+_DASH: Final = 45
+_SPACE: Final = 32
+_COLON: Final = 58
+_DOT: Final = 46
+_PLUS: Final = 43
+
+
+def _digits(raw: bytes, at: i64, count: i64) -> i64:
+    """The number written by `count` ASCII digits at `at`, or -1."""
+    value: i64 = 0
+    for i in range(at, at + count):
+        digit: i64 = raw[i] - 48
+        if not 0 <= digit <= 9:
+            return -1
+        value = value * 10 + digit
+    return value
+
+
+def _iso_timestamptz(raw: bytes) -> int:
+    """Unix µs of 'YYYY-MM-DD HH:MM:SS[.f]+HH[:MM[:SS]]' (what the server prints for AD
+    years below 10000); `_NOT_ISO` for any other text, which the general parsers then
+    take (they also own the error messages)."""
+    size: i64 = len(raw)
+    if not 22 <= size <= 35 or raw[4] != _DASH or raw[7] != _DASH or raw[10] != _SPACE:
+        return _NOT_ISO
+    if raw[13] != _COLON or raw[16] != _COLON:
+        return _NOT_ISO
+    year = _digits(raw, 0, 4)  # one assignment each: a tuple assignment boxes them
+    month = _digits(raw, 5, 2)
+    day = _digits(raw, 8, 2)
+    hour = _digits(raw, 11, 2)
+    minute = _digits(raw, 14, 2)
+    second = _digits(raw, 17, 2)
+    if year < 1 or not 1 <= month <= 12 or day < 1 or hour > 23 or minute > 59 or second > 59:
+        return _NOT_ISO  # -1 (not digits) fails these too
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if day > _MONTH_DAYS[month] + (month == 2 and leap):
+        return _NOT_ISO
+    pos: i64 = 19
+    fraction: i64 = 0
+    if raw[pos] == _DOT:
+        pos += 1
+        start = pos
+        while pos < size and pos - start < 6:
+            digit: i64 = raw[pos] - 48
+            if not 0 <= digit <= 9:
+                break
+            fraction = fraction * 10 + digit
+            pos += 1
+        if pos == start:
+            return _NOT_ISO
+        fraction *= _FRACTION_SCALE[pos - start]
+    sign = raw[pos]
+    if sign not in (_PLUS, _DASH) or pos + 3 > size:
+        return _NOT_ISO
+    offset: i64 = _digits(raw, pos + 1, 2) * 3600
+    pos += 3
+    unit: i64 = 60
+    while pos < size and unit:
+        part = _digits(raw, pos + 1, 2) if pos + 3 <= size and raw[pos] == _COLON else -1
+        if not 0 <= part <= 59:
+            return _NOT_ISO
+        offset += part * unit
+        unit = 1 if unit == 60 else 0
+        pos += 3
+    if pos != size or offset < 0:
+        return _NOT_ISO
+    days: i64 = days_from_civil(year, month, day)
+    seconds: i64 = ((hour * 60 + minute) * 60 + second) - (offset if sign == _PLUS else -offset)
+    local: i64 = (days * 86_400 + seconds) * 1_000_000 + fraction  # i64: native multiplies
+    return local
 
 
 def _offset_seconds(text: str) -> int:

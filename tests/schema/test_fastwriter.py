@@ -15,7 +15,7 @@ from bridge.decode.messages import Column, Relation
 from bridge.errors import SchemaError
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.catalog import PgType
-from bridge.schema.fastwriter import compile_writer
+from bridge.schema.fastwriter import compile_writer, write_long
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
 
 HSTORE = PgType(90001, "hstore", "public")
@@ -126,3 +126,24 @@ def test_out_of_range_and_unsupported() -> None:
     union = {"type": "record", "name": "U", "fields": [{"name": "v", "type": ["int", "string"]}]}
     with pytest.raises(SchemaError, match=r"only \[null, T\] unions"):
         compile_writer(union)
+
+
+_EDGES = [0, 63, 64, 2**55, 2**62, 2**63 - 1]  # varint length steps and write_long's paths
+
+
+@given(
+    st.one_of(
+        st.sampled_from([s * e + d for e in _EDGES for s in (1, -1) for d in (-1, 0, 1)]),
+        st.integers(-(2**63), 2**63 - 1),
+    )
+)
+def test_long_matches_fastavro_at_every_length(value: int) -> None:
+    if not -(2**63) <= value < 2**63:
+        with pytest.raises(ValueError, match="does not fit an Avro long"):
+            write_long(bytearray(), value)
+        return
+    out = bytearray()
+    write_long(out, value)
+    buf = io.BytesIO()
+    schemaless_writer(buf, parse_schema("long"), value)
+    assert bytes(out) == buf.getvalue()

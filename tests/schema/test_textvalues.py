@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import struct
 from decimal import Decimal
 
@@ -148,3 +149,45 @@ def test_fast_and_general_timestamp_paths_agree(pg_us: int, east: int) -> None:
 def test_fast_and_exact_time_paths_agree(micros: int) -> None:
     text = format_time(micros)
     assert tv.parse_time(text) == tv._parse_time_exact(text) == micros
+
+
+@given(
+    st.datetimes(datetime.datetime(1, 1, 2), datetime.datetime(9999, 12, 30)),
+    st.integers(-57599, 57599) | st.sampled_from([0, 3600, -19800, 1172]),
+)
+def test_digit_by_digit_timestamptz_agrees_with_the_general_parser(
+    moment: datetime.datetime, east: int
+) -> None:
+    """wire_timestamptz reads the common shape from the bytes; it must agree with the
+    general parser on every shape the server prints, fraction lengths and offsets too."""
+    pg_us = (moment - datetime.datetime(2000, 1, 1)) // datetime.timedelta(microseconds=1)
+    zoned = format_timestamp(pg_us, utc=False) + format_offset(east)
+    assert tv.wire_timestamptz(zoned.encode()) == tv.clamp_us(tv.timestamptz_us(zoned))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023-02-29 00:00:00+00",  # no such day
+        "2024-13-01 00:00:00+00",
+        "2024-01-01 24:00:00+00",
+        "2024-01-01 00:00:00.+00",
+        "2024-01-01 00:00:00+0",
+        "2024-01-01 00:00:00+00:6",
+        "2024-01-01 00:00:00+00:60",
+        "2024-01-01 00:00:00.1234567+00",
+        "2024-01-01 00:00:00 BC+00",
+        "2024-01-01T00:00:00+00",
+        "2024-0a-01 00:00:00+00",
+    ],
+)
+def test_digit_by_digit_timestamptz_leaves_other_text_to_the_general_parser(text: str) -> None:
+    try:
+        expected: object = tv.parse_timestamptz(text)
+    except (ValueError, IndexError, KeyError) as exc:
+        expected = type(exc)
+    try:
+        got: object = tv.wire_timestamptz(text.encode())
+    except (ValueError, IndexError, KeyError) as exc:
+        got = type(exc)
+    assert got == expected
