@@ -4,6 +4,10 @@ The modules below are already `mypy --strict` clean, so mypyc turns them into C
 extensions as they are (about 1.4x less CPU per row, see bench/README.md). Set
 BRIDGE_PURE_PYTHON=1 to install without compiling (no C compiler needed); the
 behaviour is the same, only slower.
+
+Written for the compiler where it pays: module constants are `Final` (read as C
+statics, not looked up in the module's dict on every use), and per-row integer work
+that may exceed 2**62 uses `mypy_extensions.i64` (native arithmetic, not boxed ints).
 """
 
 import hashlib

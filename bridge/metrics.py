@@ -16,7 +16,7 @@ import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
@@ -36,12 +36,12 @@ from bridge.errors import (
     SourceError,
 )
 
-log = logging.getLogger("bridge.metrics")
+log: Final = logging.getLogger("bridge.metrics")
 
-DEPENDENCIES = ("postgres", "kafka", "registry")
+DEPENDENCIES: Final = ("postgres", "kafka", "registry")
 # Pre-set to 0 so rate() works from the first scrape. "kafka": client errors
 # reported by librdkafka (mostly transient); "monitor": failed background probes.
-ERROR_STAGES = (
+ERROR_STAGES: Final = (
     "source",
     "decode",
     "schema",
@@ -60,7 +60,7 @@ _STAGE_OF: tuple[tuple[type[BridgeError], str], ...] = (
     (SourceError, "source"),
     (BridgeError, "pipeline"),
 )
-KAFKA_STATS_INTERVAL_MS = 5_000
+KAFKA_STATS_INTERVAL_MS: Final = 5_000
 
 
 class Tracked(Protocol):

@@ -25,7 +25,7 @@ from bridge.decode.messages import Relation
 from bridge.errors import DeliveryError
 from bridge.serialize import TxSource
 
-log = logging.getLogger("bridge.oversized")
+log: Final = logging.getLogger("bridge.oversized")
 
 # A lone record's batch header (61 bytes) plus its own varint framing, rounded up.
 RECORD_OVERHEAD: Final = 128

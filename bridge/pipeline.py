@@ -16,7 +16,7 @@ import logging
 import signal
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -48,12 +48,12 @@ from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
-log = logging.getLogger("bridge.pipeline")
-_SERVICE_EVERY = 4096
+log: Final = logging.getLogger("bridge.pipeline")
+_SERVICE_EVERY: Final = 4096
 # A commit re-computes the flush position at most this often (each time polls the producer
 # and walks the tracker); idle moments always do. Small transactions would otherwise pay
 # for it one by one.
-_ACK_EVERY_S = 0.005
+_ACK_EVERY_S: Final = 0.005
 
 
 class Pipeline:

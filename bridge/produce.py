@@ -21,7 +21,7 @@ from bridge.acks import AckTracker, TxHandle, delivery_error
 from bridge.errors import ConfigError, DeliveryError
 
 ConfigValue = str | int | float | bool
-log = logging.getLogger("bridge.produce")
+log: Final = logging.getLogger("bridge.produce")
 
 PRODUCER_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
     # Retries can neither duplicate nor reorder records within a partition.
@@ -74,7 +74,7 @@ _ALIASES: Final[tuple[frozenset[str], ...]] = tuple(
         ("sasl.mechanism", "sasl.mechanisms"),
     )
 )
-_QUOTED = re.compile(r"[\"`]([A-Za-z0-9._]+)[\"`]")
+_QUOTED: Final = re.compile(r"[\"`]([A-Za-z0-9._]+)[\"`]")
 
 
 def producer_config(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from bridge.config import TOPIC_TEMPLATE, Config, FiltersConfig
 from bridge.decode.messages import Relation
 
-_TOPIC_INVALID = re.compile(r"[^A-Za-z0-9._-]")
+_TOPIC_INVALID: Final = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class Routing:

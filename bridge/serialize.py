@@ -12,7 +12,7 @@ import io
 import struct
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fastavro import parse_schema, schemaless_writer
 
@@ -25,9 +25,9 @@ from bridge.schema.table import TableCodec
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
 ToastMode = Literal["list", "placeholder"]
-_HEADER = struct.Struct(">bI")
+_HEADER: Final = struct.Struct(">bI")
 # Avro strings (length 1, the letter) of the ops the fast path writes; "r" is a snapshot read.
-_OPS = {op: b"\x02" + op.encode() for op in ("c", "u", "d", "r")}
+_OPS: Final = {op: b"\x02" + op.encode() for op in ("c", "u", "d", "r")}
 
 
 def framed_writer(
@@ -145,7 +145,7 @@ class TxSource:
 
 # Avro strings of the source fields that stay the same across transactions (connector,
 # server, database, ...), encoded once per distinct tuple.
-_TEXTS: dict[tuple[str, ...], bytes] = {}
+_TEXTS: Final[dict[tuple[str, ...], bytes]] = {}
 
 
 def _texts(values: tuple[str, ...]) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Final
 
 from bridge.decode.messages import (
     KIND_BINARY,
@@ -48,19 +49,24 @@ from bridge.errors import ProtocolError
 
 __all__ = ["PglogicalDecoder", "check_startup", "pglogical_options"]
 
-_BEGIN = struct.Struct(">BQqI").unpack_from  # flags, final lsn, commit time, xid
-_COMMIT = struct.Struct(">BQQq").unpack_from  # flags, commit lsn, end lsn, commit time
-_ORIGIN = struct.Struct(">BQ").unpack_from  # flags, origin lsn
-_REL = struct.Struct(">BI").unpack_from  # flags, relation id
-_ROW = struct.Struct(">BIB").unpack_from  # flags, relation id, tuple role
+_BEGIN: Final = struct.Struct(">BQqI").unpack_from  # flags, final lsn, commit time, xid
+_COMMIT: Final = struct.Struct(">BQQq").unpack_from  # flags, commit lsn, end lsn, commit time
+_ORIGIN: Final = struct.Struct(">BQ").unpack_from  # flags, origin lsn
+_REL: Final = struct.Struct(">BI").unpack_from  # flags, relation id
+_ROW: Final = struct.Struct(">BIB").unpack_from  # flags, relation id, tuple role
 
-_STARTUP_VERSION = 1
-_KEY_FLAG = 0x1
-_NEW, _KEY, _OLD = ord("N"), ord("K"), ord("O")
-_TUPLE, _ATTRS, _COLUMN, _NAME_BLOCK = ord("T"), ord("A"), ord("C"), ord("N")
-_OLD_ROLES = frozenset({_KEY, _OLD})
-_BARE_KINDS = frozenset({KIND_NULL, KIND_UNCHANGED})  # no length or data follows
-_ALL_KINDS = frozenset({KIND_NULL, KIND_UNCHANGED, KIND_TEXT, KIND_BINARY, KIND_INTERNAL})
+_STARTUP_VERSION: Final = 1
+_KEY_FLAG: Final = 0x1
+_NEW: Final = ord("N")
+_KEY: Final = ord("K")
+_OLD: Final = ord("O")
+_TUPLE: Final = ord("T")
+_ATTRS: Final = ord("A")
+_COLUMN: Final = ord("C")
+_NAME_BLOCK: Final = ord("N")
+_OLD_ROLES: Final = frozenset({_KEY, _OLD})
+_BARE_KINDS: Final = frozenset({KIND_NULL, KIND_UNCHANGED})  # no length or data follows
+_ALL_KINDS: Final = frozenset({KIND_NULL, KIND_UNCHANGED, KIND_TEXT, KIND_BINARY, KIND_INTERNAL})
 
 
 def _truncated(buf: bytes) -> ProtocolError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from bridge.decode.messages import (
     Begin,
@@ -50,21 +50,21 @@ class _Body(Protocol):
     def __call__(self, buf: bytes, pos: int = 1, xid: int | None = None, /) -> Message: ...
 
 
-_BEGIN = struct.Struct(">QqI").unpack_from
-_COMMIT = struct.Struct(">BQQq").unpack_from
-_LSN = struct.Struct(">Q").unpack_from
-_OID_TYPMOD = struct.Struct(">Ii").unpack_from
-_REL_HEAD = struct.Struct(">BH").unpack_from
-_COL_FLAGS = struct.Struct(">B").unpack_from
-_TRUNC_HEAD = struct.Struct(">IB").unpack_from
-_MSG_HEAD = struct.Struct(">BQ").unpack_from
-_STREAM_START = struct.Struct(">IB").unpack_from
-_STREAM_COMMIT = struct.Struct(">IBQQq").unpack_from
-_STREAM_ABORT = struct.Struct(">II").unpack_from
-_STREAM_ABORT_V4 = struct.Struct(">IIQq").unpack_from
-_BEGIN_PREPARE = struct.Struct(">QQqI").unpack_from
-_PREPARE = struct.Struct(">BQQqI").unpack_from  # also Commit Prepared, Stream Prepare
-_ROLLBACK_PREPARED = struct.Struct(">BQQqqI").unpack_from
+_BEGIN: Final = struct.Struct(">QqI").unpack_from
+_COMMIT: Final = struct.Struct(">BQQq").unpack_from
+_LSN: Final = struct.Struct(">Q").unpack_from
+_OID_TYPMOD: Final = struct.Struct(">Ii").unpack_from
+_REL_HEAD: Final = struct.Struct(">BH").unpack_from
+_COL_FLAGS: Final = struct.Struct(">B").unpack_from
+_TRUNC_HEAD: Final = struct.Struct(">IB").unpack_from
+_MSG_HEAD: Final = struct.Struct(">BQ").unpack_from
+_STREAM_START: Final = struct.Struct(">IB").unpack_from
+_STREAM_COMMIT: Final = struct.Struct(">IBQQq").unpack_from
+_STREAM_ABORT: Final = struct.Struct(">II").unpack_from
+_STREAM_ABORT_V4: Final = struct.Struct(">IIQq").unpack_from
+_BEGIN_PREPARE: Final = struct.Struct(">QQqI").unpack_from
+_PREPARE: Final = struct.Struct(">BQQqI").unpack_from  # also Commit Prepared, Stream Prepare
+_ROLLBACK_PREPARED: Final = struct.Struct(">BQQqqI").unpack_from
 
 
 def _fixed(buf: bytes, size: int) -> None:
@@ -204,12 +204,12 @@ def _streamed(body: _Body) -> Handler:
     return handler
 
 
-_PROTO_OF = {
+_PROTO_OF: Final = {
     ord(t): v for v, types in ((1, "BCORYIUDTM"), (2, "SEcA"), (3, "bPKrp")) for t in types
 }
 """Lowest proto_version that may send each message type."""
 
-_STREAMED: dict[str, _Body] = {
+_STREAMED: Final[dict[str, _Body]] = {
     "R": _relation,
     "Y": _type,
     "I": decode_insert,

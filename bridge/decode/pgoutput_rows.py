@@ -14,14 +14,15 @@ transaction id read from bytes 1..4.
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 from bridge.decode.messages import Delete, Insert, TupleData, Update
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
 
-_RELID_TAG = struct.Struct(">IB").unpack_from
+_RELID_TAG: Final = struct.Struct(">IB").unpack_from
 
-_N = ord("N")
+_N: Final = ord("N")
 
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
 from bridge.decode.messages import (
     Begin,
@@ -70,7 +70,7 @@ from bridge.events.spill import SpillBuffer, SpillPool
 from bridge.events.transaction import Lookup, TxState
 
 Decode = Callable[[bytes], Message]
-_NOTHING: tuple[Event, ...] = ()
+_NOTHING: Final[tuple[Event, ...]] = ()
 
 
 class _Pending:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from bridge.schema.temporal import (
     INT32_MAX,
@@ -26,18 +26,18 @@ from bridge.schema.textvalues import (
     unscaled_bytes,
 )
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_U64 = struct.Struct(">Q")
-_F32 = struct.Struct(">f")
-_F64 = struct.Struct(">d")
-_INTERVAL = struct.Struct(">qii")
-_NUMERIC_HEAD = struct.Struct(">hhHh")
-_BOOL = {b"\x01": True, b"\x00": False}
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
+_U32: Final = struct.Struct(">I")
+_I64: Final = struct.Struct(">q")
+_U64: Final = struct.Struct(">Q")
+_F32: Final = struct.Struct(">f")
+_F64: Final = struct.Struct(">d")
+_INTERVAL: Final = struct.Struct(">qii")
+_NUMERIC_HEAD: Final = struct.Struct(">hhHh")
+_BOOL: Final = {b"\x01": True, b"\x00": False}
 _NUMERIC_POS, _NUMERIC_NEG = 0x0000, 0x4000
-_NUMERIC_SPECIAL = {0xC000: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
+_NUMERIC_SPECIAL: Final = {0xC000: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
 
 
 def parse_bool(data: bytes) -> bool:

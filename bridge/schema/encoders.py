@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
@@ -19,7 +19,7 @@ from bridge.schema.registry import Registry, subject_name
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
 from bridge.serialize import ChangeEncoder, ToastMode
 
-_DETAILS_SQL = """
+_DETAILS_SQL: Final = """
 SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)
 FROM pg_attribute a
 LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary

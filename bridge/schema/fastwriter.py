@@ -24,8 +24,8 @@ from mypy_extensions import i64
 from bridge.errors import SchemaError
 
 Writer = Callable[[bytearray, Any], None]
-_FLOAT = struct.Struct("<f").pack
-_DOUBLE = struct.Struct("<d").pack
+_FLOAT: Final = struct.Struct("<f").pack
+_DOUBLE: Final = struct.Struct("<d").pack
 _LONG_MIN: Final = -(1 << 63)
 _LONG_MAX: Final = (1 << 63) - 1
 _INT_MIN: Final = -(1 << 31)
@@ -126,7 +126,7 @@ def _decimal_writer(precision: int, scale: int) -> Writer:
     return write
 
 
-_PRIMITIVES: dict[str, Writer] = {
+_PRIMITIVES: Final[dict[str, Writer]] = {
     "null": _write_null,
     "boolean": _write_boolean,
     "int": _write_int,

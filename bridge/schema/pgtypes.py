@@ -53,7 +53,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from bridge.errors import ConfigError, ProtocolError
 from bridge.schema import binvalues as bv
@@ -84,10 +84,10 @@ TextParser = Callable[[str], Any]
 BinaryParser = Callable[[bytes], Any]
 Converter = Callable[[bytes], Any]
 
-TIMESTAMPTZ_MODES = ("micros", "iso")
-NUMERIC_MODES = ("string", "double", "variable")
+TIMESTAMPTZ_MODES: Final = ("micros", "iso")
+NUMERIC_MODES: Final = ("string", "double", "variable")
 _TIMESTAMPTZ_OID, _NUMERIC_OID = 1184, 1700
-_BAD_INPUT = (ValueError, IndexError, KeyError, TypeError, struct.error, ArithmeticError)
+_BAD_INPUT: Final = (ValueError, IndexError, KeyError, TypeError, struct.error, ArithmeticError)
 
 INTERVAL_SCHEMA: AvroSchema = {
     "type": "record",
@@ -125,7 +125,7 @@ class CodecOptions:
             )
 
 
-DEFAULT_OPTIONS = CodecOptions()
+DEFAULT_OPTIONS: Final = CodecOptions()
 
 
 class ColumnCodec(NamedTuple):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT
 from bridge.errors import SchemaError
@@ -30,7 +30,7 @@ from bridge.schema.table import TableCodec
 RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
 RowWriter = Callable[[bytes, Sequence[bytes | None]], RowBodies | None]
 # What a converter or parser may raise on a value it cannot take (pgtypes._BAD_INPUT).
-_FALLBACK_ERRORS = (
+_FALLBACK_ERRORS: Final = (
     ValueError,
     TypeError,
     ArithmeticError,
@@ -39,7 +39,7 @@ _FALLBACK_ERRORS = (
     KeyError,
     struct.error,
 )
-_DOUBLE = struct.Struct("<d").pack
+_DOUBLE: Final = struct.Struct("<d").pack
 
 
 def compile_row_writer(table: TableCodec) -> RowWriter | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Relation
 from bridge.errors import ProtocolError, SchemaError
@@ -30,8 +30,8 @@ from bridge.schema.fixed import load_fixed
 from bridge.schema.pgtypes import CodecOptions, ColumnCodec, column_codec
 
 Converter = Callable[[bytes], Any]
-UNAVAILABLE = "__bridge_unavailable_value"
-_INVALID = re.compile(r"[^A-Za-z0-9_]")
+UNAVAILABLE: Final = "__bridge_unavailable_value"
+_INVALID: Final = re.compile(r"[^A-Za-z0-9_]")
 
 
 class ColumnDetails(NamedTuple):

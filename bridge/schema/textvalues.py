@@ -28,22 +28,22 @@ from bridge.schema.temporal import (
     days_from_civil,
 )
 
-_F4 = struct.Struct(">f")
-_BOOL = {"t": True, "f": False}
-_NOT_DIGIT = re.compile(r"\D")
-_BYTEA_ESCAPE = re.compile(rb"\\(\\|[0-3][0-7]{2})")
-_HSTORE_PAIR = re.compile(r'"((?:[^"\\]|\\.)*)"=>(?:"((?:[^"\\]|\\.)*)"|(NULL))(, |$)', re.S)
-_BACKSLASH = re.compile(r"\\(.)", re.S)
-_NUMERIC_SPECIAL = frozenset({"NaN", "Infinity", "-Infinity"})
+_F4: Final = struct.Struct(">f")
+_BOOL: Final = {"t": True, "f": False}
+_NOT_DIGIT: Final = re.compile(r"\D")
+_BYTEA_ESCAPE: Final = re.compile(rb"\\(\\|[0-3][0-7]{2})")
+_HSTORE_PAIR: Final = re.compile(r'"((?:[^"\\]|\\.)*)"=>(?:"((?:[^"\\]|\\.)*)"|(NULL))(, |$)', re.S)
+_BACKSLASH: Final = re.compile(r"\\(.)", re.S)
+_NUMERIC_SPECIAL: Final = frozenset({"NaN", "Infinity", "-Infinity"})
 # Rows repeat dates and zone offsets; parsing them once per distinct string pays off.
-_CACHE_SIZE = 10_000
-_AD_DAYS: dict[str, int] = {}
-_OFFSETS: dict[str, int] = {}
-_time_fromisoformat = datetime.time.fromisoformat
-_datetime_fromisoformat = datetime.datetime.fromisoformat
-_UNIX_ORDINAL = 719_163  # datetime.date(1970, 1, 1).toordinal()
-INTERVAL_INFINITY = {"months": INT32_MAX, "days": INT32_MAX, "micros": INT64_MAX}
-INTERVAL_MINUS_INFINITY = {"months": INT32_MIN, "days": INT32_MIN, "micros": INT64_MIN}
+_CACHE_SIZE: Final = 10_000
+_AD_DAYS: Final[dict[str, int]] = {}
+_OFFSETS: Final[dict[str, int]] = {}
+_time_fromisoformat: Final = datetime.time.fromisoformat
+_datetime_fromisoformat: Final = datetime.datetime.fromisoformat
+_UNIX_ORDINAL: Final = 719_163  # datetime.date(1970, 1, 1).toordinal()
+INTERVAL_INFINITY: Final = {"months": INT32_MAX, "days": INT32_MAX, "micros": INT64_MAX}
+INTERVAL_MINUS_INFINITY: Final = {"months": INT32_MIN, "days": INT32_MIN, "micros": INT64_MIN}
 
 
 def identity(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
@@ -23,7 +24,7 @@ from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.store import DONE, INITIAL, PENDING, RUNNING, ProgressStore, is_private
 from bridge.source import libpq, slots
 
-log = logging.getLogger("bridge.snapshot")
+log: Final = logging.getLogger("bridge.snapshot")
 
 
 class SnapshotManager:
@@ -121,7 +122,7 @@ class SnapshotManager:
         self.store.close()
 
 
-_VERB = {modes.FRESH: "starting", modes.RESUME: "resuming", modes.AGAIN: "starting (always)"}
+_VERB: Final = {modes.FRESH: "starting", modes.RESUME: "resuming", modes.AGAIN: "starting (always)"}
 
 
 def _nothing() -> None:

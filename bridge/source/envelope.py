@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 from bridge.errors import ProtocolError
 
-_XLOG = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
-_KEEPALIVE = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
-_STATUS = struct.Struct(">cQQQQB")
+_XLOG: Final = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
+_KEEPALIVE: Final = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
+_STATUS: Final = struct.Struct(">cQQQQB")
 
 
 class XLogData:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import selectors
 import time
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import psycopg
 from psycopg import pq, sql
@@ -24,7 +24,7 @@ SQLSTATE_OBJECT_IN_USE = "55006"
 # own session settings, so they are pinned on every connection rather than trusted
 # from the server, database or role defaults. They come after the user's options:
 # for `-c`, the last setting wins.
-SESSION_OPTIONS = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3"
+SESSION_OPTIONS: Final = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3"
 
 
 class CommandError(SourceError):
