@@ -123,6 +123,9 @@ class Pipeline:
         self.heartbeat = Heartbeat(
             registry, kafka.topic_prefix, cfg.pipeline.heartbeat_interval_s, self._emit_heartbeat
         )
+        # Read per transaction: plain attributes, not lookups through the config models.
+        self._server, self._db = kafka.topic_prefix, src.dbname
+        self._tx_metadata = cfg.pipeline.transaction_metadata
         self._tx: TxHandle | None = None
         self._tx_source: TxSource | None = None
         self._tx_ident = ""
@@ -220,17 +223,12 @@ class Pipeline:
         self._tx = self.tracker.open_tx()
         self._tx_records = 0
         self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
-        if self.cfg.pipeline.transaction_metadata:
+        if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
         self._tx_source = TxSource(
-            self.cfg.kafka.topic_prefix,
-            self.cfg.source.dbname,
-            event.xid,
-            event.commit_lsn,
-            event.commit_ts,
-            __version__,
+            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, __version__
         )
-        if self.cfg.pipeline.transaction_metadata and not self._skipping:
+        if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
 
     def _change(self, change: Change) -> None:
@@ -274,7 +272,7 @@ class Pipeline:
 
     def _commit(self, event: TxCommit) -> None:
         assert self._tx is not None
-        if self.cfg.pipeline.transaction_metadata and not self._skipping:
+        if self._tx_metadata and not self._skipping:
             counts = event.event_count_by_table
             self._send(self.txmeta.topic, *self.txmeta.end(self._tx_ident, event.commit_ts, counts))
         self.tracker.close_tx(self._tx, event.end_lsn)

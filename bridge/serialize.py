@@ -83,10 +83,22 @@ class TxSource:
     """The parts of Debezium's source block fixed for one transaction.
 
     `blocks` caches the encoded block per table: it is the same for every row of a table
-    in the transaction, so the fast path writes it once. `base` must not change once a
-    block was encoded."""
+    in the transaction, so the fast path writes it once. Built once per transaction, so
+    it keeps plain fields: `base` (the block as a record, for the general path) is only
+    built when something asks for it."""
 
-    __slots__ = ("_ends", "base", "blocks", "ts_ms")
+    __slots__ = (
+        "_base",
+        "_ends",
+        "blocks",
+        "commit_lsn",
+        "db",
+        "server",
+        "snapshot",
+        "ts_ms",
+        "version",
+        "xid",
+    )
 
     def __init__(
         self,
@@ -98,23 +110,36 @@ class TxSource:
         version: str,
         snapshot: str = "false",
     ) -> None:
+        self.server = server
+        self.db = db
+        self.xid = xid
+        self.commit_lsn = commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
-        self.base: dict[str, Any] = {
-            "version": version,
-            "connector": "postgresql",
-            "name": server,
-            "ts_ms": self.ts_ms,
-            "snapshot": snapshot,
-            "db": db,
-            "sequence": None,
-            "schema": "",
-            "table": "",
-            "txId": xid,
-            "lsn": commit_lsn,
-            "xmin": None,
-        }
+        self.version = version
+        self.snapshot = snapshot
         self.blocks: dict[tuple[str, str], bytes] = {}
+        self._base: dict[str, Any] | None = None
         self._ends: tuple[bytes, bytes] | None = None
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The source block's fields, schema and table left empty."""
+        if self._base is None:
+            self._base = {
+                "version": self.version,
+                "connector": "postgresql",
+                "name": self.server,
+                "ts_ms": self.ts_ms,
+                "snapshot": self.snapshot,
+                "db": self.db,
+                "sequence": None,
+                "schema": "",
+                "table": "",
+                "txId": self.xid,
+                "lsn": self.commit_lsn,
+                "xmin": None,
+            }
+        return self._base
 
     def ends(self) -> tuple[bytes, bytes]:
         """The source block's body before and after its schema and table fields, in
@@ -123,38 +148,40 @@ class TxSource:
         Raises ValueError or TypeError for a value the schema cannot hold (the general
         path then names it)."""
         if self._ends is None:
-            b = self.base
-            head = bytearray(_texts((b["version"], b["connector"], b["name"])))
-            _write_long(head, b["ts_ms"])
-            head += _texts((b["snapshot"], b["db"]))
-            if b["sequence"] is None:
-                head.append(0)
-            else:
-                head.append(2)
-                _write_text(head, b["sequence"])
+            before_ts, after_ts = _texts((self.version, self.server), (self.snapshot, self.db))
+            head = bytearray(before_ts)
+            _write_long(head, self.ts_ms)
+            head += after_ts
             tail = bytearray()
-            for name in ("txId", "lsn", "xmin"):
-                if b[name] is None:
-                    tail.append(0)
-                else:
-                    tail.append(2)
-                    _write_long(tail, b[name])
+            if self.xid is None:
+                tail.append(0)
+            else:
+                tail.append(2)
+                _write_long(tail, self.xid)
+            tail.append(2)
+            _write_long(tail, self.commit_lsn)
+            tail.append(0)  # xmin
             self._ends = bytes(head), bytes(tail)
         return self._ends
 
 
-# Avro strings of the source fields that stay the same across transactions (connector,
-# server, database, ...), encoded once per distinct tuple.
-_TEXTS: Final[dict[tuple[str, ...], bytes]] = {}
+# The encoded source fields that stay the same across transactions (version, connector,
+# server; snapshot, database, sequence), by distinct value.
+_TEXTS: Final[dict[tuple[tuple[str, str], tuple[str, str]], tuple[bytes, bytes]]] = {}
 
 
-def _texts(values: tuple[str, ...]) -> bytes:
-    encoded = _TEXTS.get(values)
+def _texts(before_ts: tuple[str, str], after_ts: tuple[str, str]) -> tuple[bytes, bytes]:
+    """(version, connector, name) and (snapshot, db, sequence=null) as Avro bytes."""
+    key = (before_ts, after_ts)
+    encoded = _TEXTS.get(key)
     if encoded is None:
-        out = bytearray()
-        for value in values:
-            _write_text(out, value)
-        encoded = _TEXTS[values] = bytes(out)
+        head, tail = bytearray(), bytearray()
+        for value in (before_ts[0], "postgresql", before_ts[1]):
+            _write_text(head, value)
+        for value in after_ts:
+            _write_text(tail, value)
+        tail.append(0)  # sequence: null
+        encoded = _TEXTS[key] = bytes(head), bytes(tail)
     return encoded
 
 

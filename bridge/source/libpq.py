@@ -101,7 +101,7 @@ class ReplicationConnection:
             if nbytes == 0:
                 return None
         if nbytes > 0:
-            return memoryview(data)
+            return data  # psycopg's memoryview over libpq's buffer
         self._end_of_copy()
 
     def write_copy(self, data: bytes) -> None:
