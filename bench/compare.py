@@ -131,6 +131,9 @@ def cell(
     for result in results.values():
         result["rows_per_s"] = round(args.rows / result["seconds"])
         result["seconds"] = round(result["seconds"], 2)
+        if "in_topic_s" in result:
+            result["rows_per_s_in_topic"] = round(args.rows / result["in_topic_s"])
+            result["in_topic_s"] = round(result["in_topic_s"], 2)
     results["limit"]["options"] = dict(options)
     bridge_rate = results["bridge"]["rows_per_s"]
     ratios = {"bridge/limit": round(bridge_rate / results["limit"]["rows_per_s"], 3)}
