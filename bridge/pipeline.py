@@ -54,6 +54,13 @@ _SERVICE_EVERY: Final = 4096
 # and walks the tracker); idle moments always do. Small transactions would otherwise pay
 # for it one by one.
 _ACK_EVERY_S: Final = 0.005
+# Final aliases: compiled code reads them as statics; the imported names are looked up in
+# the module's dict on every use, and these are used per event.
+_CHANGE: Final = Change
+_TX_BEGIN: Final = TxBegin
+_TX_COMMIT: Final = TxCommit
+_MESSAGE_EVENT: Final = LogicalMessageEvent
+_VERSION: Final = __version__
 
 
 class Pipeline:
@@ -210,13 +217,13 @@ class Pipeline:
                     # COMMIT PREPARED): keep answering keepalives during the replay.
                     stream.service()
                 kind = type(event)
-                if kind is Change:
+                if kind is _CHANGE:
                     self._change(event)  # type: ignore[arg-type]
-                elif kind is TxBegin:
+                elif kind is _TX_BEGIN:
                     self._begin(event)  # type: ignore[arg-type]
-                elif kind is TxCommit:
+                elif kind is _TX_COMMIT:
                     self._commit(event)  # type: ignore[arg-type]
-                elif kind is LogicalMessageEvent:
+                elif kind is _MESSAGE_EVENT:
                     self._message(event)  # type: ignore[arg-type]
 
     def _begin(self, event: TxBegin) -> None:
@@ -226,7 +233,7 @@ class Pipeline:
         if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
         self._tx_source = TxSource(
-            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, __version__
+            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, _VERSION
         )
         if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))

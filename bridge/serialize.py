@@ -278,7 +278,7 @@ class ChangeEncoder:
         op = change.op
         if (before if op == "d" else after) is None:
             return None
-        if after is not None and (op == "c" or op == "r" or (op == "u" and not change.old_kind)):
+        if after is not None and (op in ("c", "r") or (op == "u" and not change.old_kind)):
             # one record, no key comparison: the common case, without `_shape`'s callables
             header = self._key_header
             key = None if header is None else header + after[0]

@@ -9,16 +9,16 @@ that belong to a streamed (in-progress) transaction, else None.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 # Tuple value kinds, one byte per column in TupleData.kinds.
-KIND_NULL = ord("n")
-KIND_UNCHANGED = ord("u")  # unchanged TOASTed value, not sent
-KIND_TEXT = ord("t")
-KIND_BINARY = ord("b")  # type's send/recv format
-KIND_INTERNAL = ord("i")  # pglogical only: internal binary; refused by the client
+KIND_NULL: Final = ord("n")
+KIND_UNCHANGED: Final = ord("u")  # unchanged TOASTed value, not sent
+KIND_TEXT: Final = ord("t")
+KIND_BINARY: Final = ord("b")  # type's send/recv format
+KIND_INTERNAL: Final = ord("i")  # pglogical only: internal binary; refused by the client
 
-PG_EPOCH_OFFSET_US = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
+PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
 
 
 class TupleData(NamedTuple):

@@ -23,6 +23,7 @@ from bridge.errors import ProtocolError
 _RELID_TAG: Final = struct.Struct(">IB").unpack_from
 
 _N: Final = ord("N")
+_TUPLE_DATA: Final = TupleData  # a static once compiled, not a module-dict lookup per row
 
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
@@ -45,7 +46,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
         else:
             raise ProtocolError(type_name(buf), pos, f"unknown TupleData kind {chr(kind)!r}")
         kinds[i] = kind
-    return TupleData(bytes(kinds), tuple(values)), pos
+    return _TUPLE_DATA(bytes(kinds), tuple(values)), pos
 
 
 def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:

@@ -40,7 +40,9 @@ class SnapshotManager:
 
     def is_private(self, relation: Relation) -> bool:
         """The bridge's own progress tables: never published to Kafka."""
-        return is_private(self._schema, relation.namespace, relation.name)
+        # the namespace test first: it settles every other table without a call
+        schema = self._schema
+        return relation.namespace == schema and is_private(schema, schema, relation.name)
 
     def ensure_slot(self, rc: libpq.ReplicationConnection) -> slots.Slot:
         src, mode = self.cfg.source, self.cfg.snapshot.mode
