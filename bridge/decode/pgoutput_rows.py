@@ -16,14 +16,18 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from bridge.decode.messages import Delete, Insert, TupleData, Update
+from bridge.decode.messages import Delete, Insert, TupleData, Update, new_tuple
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
 
 _RELID_TAG: Final = struct.Struct(">IB").unpack_from
 
 _N: Final = ord("N")
-_TUPLE_DATA: Final = TupleData  # a static once compiled, not a module-dict lookup per row
+# Final aliases: statics once compiled, not module-dict lookups per row.
+_TUPLE_DATA: Final = TupleData
+_INSERT: Final = Insert
+_UPDATE: Final = Update
+_DELETE: Final = Delete
 
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
@@ -46,7 +50,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
         else:
             raise ProtocolError(type_name(buf), pos, f"unknown TupleData kind {chr(kind)!r}")
         kinds[i] = kind
-    return _TUPLE_DATA(bytes(kinds), tuple(values)), pos
+    return new_tuple(_TUPLE_DATA, (bytes(kinds), tuple(values))), pos
 
 
 def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:
@@ -62,7 +66,7 @@ def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
     new, end = read_tuple(buf, pos + 5)
     if end != len(buf):
         raise end_error(buf, end)
-    return Insert(xid, relid, new)
+    return new_tuple(_INSERT, (xid, relid, new))
 
 
 def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
@@ -80,7 +84,7 @@ def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
     new, end = read_tuple(buf, pos)
     if end != len(buf):
         raise end_error(buf, end)
-    return Update(xid, relid, old_kind, old, new)
+    return new_tuple(_UPDATE, (xid, relid, old_kind, old, new))
 
 
 def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
@@ -90,4 +94,4 @@ def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
     old, end = read_tuple(buf, pos + 5)
     if end != len(buf):
         raise end_error(buf, end)
-    return Delete(xid, relid, chr(tag), old)
+    return new_tuple(_DELETE, (xid, relid, chr(tag), old))

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from bridge.decode.messages import (
     Delete,
     Insert,
     LogicalMessage,
     Message,
+    Relation,
     Truncate,
+    TupleData,
     Update,
+    new_tuple,
 )
 from bridge.errors import ProtocolError
 from bridge.events.model import (
@@ -27,6 +31,11 @@ from bridge.events.relations import CachedRelation
 
 # (relid, message type letter) -> the relation current at that point of the stream.
 Lookup = Callable[[int, str], CachedRelation]
+# Final aliases: statics once compiled, not module-dict lookups per row.
+_INSERT: Final = Insert
+_UPDATE: Final = Update
+_DELETE: Final = Delete
+_CHANGE: Final = Change
 
 
 class TxState:
@@ -52,20 +61,18 @@ class TxState:
 
     def changes(self, msg: Message, lookup: Lookup) -> tuple[Change, ...]:
         """The events of one row-level message; other message kinds are out of place."""
-        if isinstance(msg, Insert):
+        if isinstance(msg, _INSERT):
             relation, name = lookup(msg.relid, "I")
             ordinal = self._next(name)
-            return (Change(OP_CREATE, relation, "", None, msg.new, ordinal, (), 0, None),)
-        if isinstance(msg, Update):
+            return (_row_change(OP_CREATE, relation, "", None, msg.new, ordinal),)
+        if isinstance(msg, _UPDATE):
             relation, name = lookup(msg.relid, "U")
             ordinal = self._next(name)
-            return (
-                Change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal, (), 0, None),
-            )
-        if isinstance(msg, Delete):
+            return (_row_change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal),)
+        if isinstance(msg, _DELETE):
             relation, name = lookup(msg.relid, "D")
             ordinal = self._next(name)
-            return (Change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal, (), 0, None),)
+            return (_row_change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal),)
         if isinstance(msg, Truncate):
             cached = [lookup(relid, "T") for relid in msg.relids]
             relations = tuple(entry.relation for entry in cached)
@@ -89,3 +96,16 @@ class TxState:
         ordinal = self.ordinal
         self.ordinal = ordinal + 1
         return ordinal
+
+
+def _row_change(
+    op: str,
+    relation: Relation,
+    old_kind: str,
+    old: TupleData | None,
+    new: TupleData | None,
+    ordinal: int,
+) -> Change:
+    """`Change(op, relation, old_kind, old, new, ordinal, (), 0, None)`, built in C."""
+    change: Change = new_tuple(_CHANGE, (op, relation, old_kind, old, new, ordinal, (), 0, None))
+    return change

@@ -32,7 +32,6 @@ _INT_MIN: Final = -(1 << 31)
 _INT_MAX: Final = (1 << 31) - 1
 _ZIGZAG_MIN: Final = -(1 << 62)  # zigzag of [-2**62, 2**62) fits a signed 64-bit int
 _ZIGZAG_MAX: Final = (1 << 62) - 1
-_EIGHT_BYTES: Final = 1 << 56  # zigzag values below this take at most 8 varint bytes
 
 
 def write_long(out: bytearray, value: int) -> None:
@@ -43,21 +42,26 @@ def write_long(out: bytearray, value: int) -> None:
         if n < 0x80:
             out.append(n)
             return
-        if n < _EIGHT_BYTES:  # the varint's bytes fit one int: one append, not one per byte
-            acc: i64 = 0
-            shift: i64 = 0
+        # The varint's bytes gathered in one int, appended at once instead of one by one;
+        # at most 7 bytes with the continuation bit fit before the int would overflow.
+        acc: i64 = 0
+        shift: i64 = 0
+        while n > 0x7F and shift < 56:
+            acc |= ((n & 0x7F) | 0x80) << shift
+            shift += 8
+            n >>= 7
+        if n > 0x7F:  # 2 or 3 more bytes: n < 2**14 is left
+            whole: int = acc
+            out += whole.to_bytes(7, "little")
+            acc = 0
+            shift = 0
             while n > 0x7F:
                 acc |= ((n & 0x7F) | 0x80) << shift
                 shift += 8
                 n >>= 7
-            acc |= n << shift
-            whole: int = acc
-            out += whole.to_bytes((shift >> 3) + 1, "little")
-            return
-        while n > 0x7F:
-            out.append((n & 0x7F) | 0x80)
-            n >>= 7
-        out.append(n)
+        acc |= n << shift
+        last: int = acc
+        out += last.to_bytes((shift >> 3) + 1, "little")
     elif _LONG_MIN <= value <= _LONG_MAX:
         _write_zigzag(out, (value << 1) ^ (value >> 63))
     else:

@@ -136,8 +136,9 @@ class ColumnCodec(NamedTuple):
     may_be_null: bool = False  # a non-NULL datum can convert to None (NaN numeric)
     # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
     # Avro string's bytes), "int" (int() of the text), "decimal" (the text's digits are
-    # the unscaled value), "double" (float() of the text), "bool" ('t' or 'f'), None
-    # (call `text_parse` on the decoded text, or the converter).
+    # the unscaled value), "double" (float() of the text), "bool" ('t' or 'f'),
+    # "timestamptz" (textvalues.wire_timestamptz), None (call `text_parse` on the decoded
+    # text, or the converter).
     text_shape: str | None = None
     binary_shape: str | None = None
     # The str parser inside `from_text`, for the row writer to call without the wrapper

@@ -34,14 +34,15 @@ RowWriter = Callable[[bytes, tuple[bytes | None, ...]], RowBodies | None]
 # Column shapes, by how the loop writes a text (or binary) value.
 _CONVERT: Final = 0  # the converter, then the value writer
 _UTF8: Final = 1  # the wire bytes are the Avro string's bytes (validated as UTF-8)
-_INT: Final = 2  # int() of the text, an Avro long
+_DECIMAL: Final = 2  # numeric(p, s) text -> the decimal's two's-complement bytes
 _INT32: Final = 3  # int() of the text, an Avro int
-_DECIMAL: Final = 4  # numeric(p, s) text -> the decimal's two's-complement bytes
-_DOUBLE: Final = 5  # float() of the text
-_BOOL: Final = 6  # 't' or 'f'
-_TIMESTAMPTZ: Final = 7  # wire_timestamptz, an Avro long
-_PARSE: Final = 8  # the str parser on the decoded text, then the value writer
-_NONE: Final = 9  # no way to read this kind: the general path takes the row
+_PARSE: Final = 4  # the str parser on the decoded text, then the value writer
+_NONE: Final = 5  # no way to read this kind: the general path takes the row
+# From here on, shapes written without the value writer unless part of the key.
+_INT: Final = 6  # int() of the text, an Avro long
+_DOUBLE: Final = 7  # float() of the text
+_BOOL: Final = 8  # 't' or 'f'
+_TIMESTAMPTZ: Final = 9  # wire_timestamptz, an Avro long
 
 # What a converter or parser may raise on a value it cannot take (pgtypes._BAD_INPUT).
 _FALLBACK_ERRORS: Final = (
@@ -60,8 +61,6 @@ _TRUE: Final = b"\x02\x01"  # branch 1, then the boolean
 _FALSE: Final = b"\x02\x00"
 # Avro long of n (zigzag: 2n) for the string lengths that take one byte.
 _SHORT_LENGTHS: Final = tuple(bytes([n << 1]) for n in range(64))
-_INT32_MIN: Final = -(1 << 31)
-_INT32_MAX: Final = (1 << 31) - 1
 
 
 class _Column:
@@ -157,27 +156,8 @@ def _write_value(
             write_long(key, n)
             key += v
         return True
-    if column.key_slot < 0:  # shapes written inline when the value is not part of the key
-        if shape == _DOUBLE:
-            out += _SOME
-            out += _PACK_DOUBLE(float(v))
-            return True
-        if shape == _BOOL:
-            if v == b"t":
-                out += _TRUE
-            elif v == b"f":
-                out += _FALSE
-            else:
-                return False
-            return True
-        if shape == _INT:
-            out += _SOME
-            write_long(out, int(v))
-            return True
-        if shape == _TIMESTAMPTZ:
-            out += _SOME
-            write_long(out, wire_timestamptz(v))
-            return True
+    if shape >= _INT and column.key_slot < 0:
+        return _write_inline(out, shape, v)
     x = _convert(column, shape, text, v)
     if x is None:
         out += _NULL
@@ -194,6 +174,25 @@ def _write_value(
             if column.key_nullable:
                 key += _SOME
             column.writer(key, x)
+    return True
+
+
+def _write_inline(out: bytearray, shape: int, v: bytes) -> bool:
+    """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
+    if shape == _BOOL:
+        if v == b"t":
+            out += _TRUE
+        elif v == b"f":
+            out += _FALSE
+        else:
+            return False
+        return True
+    if shape == _DOUBLE:
+        out += _SOME
+        out += _PACK_DOUBLE(float(v))
+        return True
+    out += _SOME
+    write_long(out, int(v) if shape == _INT else wire_timestamptz(v))
     return True
 
 

@@ -208,6 +208,14 @@ _DOT: Final = 46
 _PLUS: Final = 43
 
 
+def _valid_date(year: i64, month: i64, day: i64) -> bool:
+    """A Gregorian AD date (-1, for not digits, is never valid)."""
+    if year < 1 or not 1 <= month <= 12 or day < 1:
+        return False
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return day <= _MONTH_DAYS[month] + (month == 2 and leap)
+
+
 def _digits(raw: bytes, at: i64, count: i64) -> i64:
     """The number written by `count` ASCII digits at `at`, or -1."""
     value: i64 = 0
@@ -234,11 +242,8 @@ def _iso_timestamptz(raw: bytes) -> int:
     hour = _digits(raw, 11, 2)
     minute = _digits(raw, 14, 2)
     second = _digits(raw, 17, 2)
-    if year < 1 or not 1 <= month <= 12 or day < 1 or hour > 23 or minute > 59 or second > 59:
+    if not _valid_date(year, month, day) or hour > 23 or minute > 59 or second > 59:
         return _NOT_ISO  # -1 (not digits) fails these too
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    if day > _MONTH_DAYS[month] + (month == 2 and leap):
-        return _NOT_ISO
     pos: i64 = 19
     fraction: i64 = 0
     if raw[pos] == _DOT:
