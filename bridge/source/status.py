@@ -7,8 +7,15 @@ would hide a real one, so it is refused here.
 
 from __future__ import annotations
 
+from typing import Final
+
 from bridge.decode.messages import PG_EPOCH_OFFSET_US
 from bridge.source.envelope import status_update
+
+# A flush position that moved is reported within this many seconds, so the slot's
+# confirmed position (what monitoring reads as lag, and what lets the server recycle
+# WAL) trails delivery by at most that much. A report is one 34-byte message.
+FLUSH_REPORT_S: Final = 0.2
 
 
 class StatusTracker:
@@ -16,7 +23,7 @@ class StatusTracker:
 
     def __init__(self, interval_s: float, start_lsn: int = 0) -> None:
         self.interval_s = interval_s
-        self._flush_gap_s = min(1.0, interval_s)
+        self._flush_gap_s = min(FLUSH_REPORT_S, interval_s)
         self.received = start_lsn
         self.flushed = start_lsn
         self._last_sent: float | None = None
@@ -30,7 +37,8 @@ class StatusTracker:
         self.flushed = max(self.flushed, lsn)
 
     def due(self, now: float) -> bool:
-        """A periodic update is due, or the flush position moved (at most once a second)."""
+        """A periodic update is due, or the flush position moved (at most every
+        FLUSH_REPORT_S)."""
         if self._last_sent is None:
             return True
         elapsed = now - self._last_sent

@@ -34,8 +34,8 @@ def test_flush_change_is_reported_soon_but_rate_limited() -> None:
     st = StatusTracker(10.0)
     st.build(0.0, PG_EPOCH_OFFSET_US)
     st.on_flushed(5)
-    assert not st.due(0.5)
-    assert st.seconds_until_due(0.5) == 0.5
-    assert st.due(1.0)
-    st.build(1.0, PG_EPOCH_OFFSET_US)
-    assert not st.due(1.5)
+    assert not st.due(0.15)
+    assert abs(st.seconds_until_due(0.15) - 0.05) < 1e-9
+    assert st.due(0.2)
+    st.build(0.2, PG_EPOCH_OFFSET_US)
+    assert not st.due(0.3)  # nothing new flushed: back to the 10 s interval
