@@ -119,9 +119,8 @@ def table(
     rows = cells[0]["rows"] if cells else 0
     lines = [
         f"{rows:,} rows per cell; rows/s from the reader's slot turning active until done "
-        "(bridge, Debezium: until the slot confirmed the last commit, which each reports once "
-        "a second; 'in topic': until the broker acked every row); ratios from r/s; CPU s "
-        "and peak RSS of the reader process",
+        "(bridge, Debezium: until the slot confirmed the last commit; 'in topic': until the "
+        "broker acked every row); ratios from r/s; CPU s and peak RSS of the reader process",
         header(),
         *(cell_line(c) for c in cells),
     ]
