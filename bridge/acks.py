@@ -143,12 +143,15 @@ class AckTracker:
     def flush_lsn(self, *, idle_position: int | None = None, hold_lsn: int | None = None) -> int:
         """The position to report as flushed; never lower than the previous result.
 
-        `idle_position` is a position up to which every transaction has been opened
-        here (the assembler's `idle_wal_end()` or the server keepalive position while
-        the assembler is idle); it is followed only when nothing is open or in flight,
-        so an idle slot does not hold WAL back. The result stays strictly below
-        `hold_lsn` (an undecided prepared transaction) unless an earlier result
-        already passed it.
+        `idle_position` is a position such that every transaction whose commit record
+        starts below it has been opened here (the assembler's `idle_wal_end()` or the
+        server keepalive position while the assembler is idle); it is followed only
+        when nothing is open or in flight, so an idle slot does not hold WAL back. It
+        may lie inside a transaction not yet sent: on restart PostgreSQL skips only
+        transactions whose commit record starts below the confirmed position.
+
+        The result stays strictly below `hold_lsn` (an undecided prepared transaction)
+        unless an earlier result already passed it.
         """
         txs = self._txs
         done = self._done

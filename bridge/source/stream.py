@@ -44,7 +44,9 @@ class ReplicationStream:
         self._wall_us = wall_us
         self._pending: XLogData | None = None
         self._status_at = 0.0  # clock reading before which no status update can be due
-        self.server_wal_end = 0  # from the last keepalive: everything up to it was sent
+        # From the last keepalive: the walsender's decoding position. Every transaction
+        # whose commit record starts below it was sent; one still open may straddle it.
+        self.server_wal_end = 0
         self.closed = False
 
     def read(self, timeout: float) -> XLogData | None:
