@@ -280,9 +280,7 @@ class ChangeEncoder:
             return None
         if after is not None and (op in ("c", "r") or (op == "u" and not change.old_kind)):
             # one record, no key comparison: the common case, without `_shape`'s callables
-            header = self._key_header
-            key = None if header is None else header + after[0]
-            return [(key, self._fast_envelope(before, after, _OPS[op], source))]
+            return [(self._framed_key(after), self._fast_envelope(before, after, _OPS[op], source))]
 
         def envelope(before: Any, after: Any, op: str) -> bytes:
             return self._fast_envelope(before, after, _OPS[op], source)
