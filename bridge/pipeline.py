@@ -54,6 +54,8 @@ _SERVICE_EVERY: Final = 4096
 # and walks the tracker); idle moments always do. Small transactions would otherwise pay
 # for it one by one.
 _ACK_EVERY_S: Final = 0.005
+_IDLE_WAIT_S: Final = 0.2
+_IN_FLIGHT_WAIT_S: Final = 0.01
 # Final aliases: compiled code reads them as statics; the imported names are looked up in
 # the module's dict on every use, and these are used per event.
 _CHANGE: Final = Change
@@ -205,16 +207,20 @@ class Pipeline:
 
     def _loop(self) -> None:
         stream, assembler, decode = self.stream, self.assembler, self.plugin.decode
+        tracker, exactly_once = self.tracker, self.eos is not None
         while not self._stopping:
-            data = stream.read(0.2)
+            data = stream.read(idle_wait_s(tracker.in_flight_records, exactly_once))
             if data is None:
                 self._idle()
                 continue
             raw = bytes(data.payload)
-            for n, event in enumerate(assembler.feed(decode(raw), raw, data.wal_end), 1):
-                if n % _SERVICE_EVERY == 0:
+            unserviced = 0
+            for event in assembler.feed(decode(raw), raw, data.wal_end):
+                unserviced += 1
+                if unserviced == _SERVICE_EVERY:
                     # One message can release millions of buffered changes (stream commit,
                     # COMMIT PREPARED): keep answering keepalives during the replay.
+                    unserviced = 0
                     stream.service()
                 kind = type(event)
                 if kind is _CHANGE:
@@ -373,6 +379,17 @@ class Pipeline:
                 close()
             except Exception as exc:  # cleanup only: logged, never raised over the cause
                 log.warning("closing the %s: %s", name, exc)
+
+
+def idle_wait_s(in_flight_records: int, exactly_once: bool) -> float:
+    """How long the loop blocks on PostgreSQL before its idle upkeep (`_idle`).
+
+    With records in flight it comes back soon for their delivery reports, so the flush
+    position follows Kafka's acknowledgement when the source goes quiet instead of up to
+    `_IDLE_WAIT_S` later. Exactly-once keeps the long wait: each idle turn commits the
+    open Kafka transaction, and a short wait would commit after every short pause.
+    """
+    return _IN_FLIGHT_WAIT_S if in_flight_records and not exactly_once else _IDLE_WAIT_S
 
 
 def run_pipeline(cfg: Config) -> None:

@@ -148,7 +148,7 @@ class TxSource:
         Raises ValueError or TypeError for a value the schema cannot hold (the general
         path then names it)."""
         if self._ends is None:
-            before_ts, after_ts = _texts((self.version, self.server), (self.snapshot, self.db))
+            before_ts, after_ts = _texts(self.version, self.server, self.snapshot, self.db)
             head = bytearray(before_ts)
             _write_long(head, self.ts_ms)
             head += after_ts
@@ -166,19 +166,19 @@ class TxSource:
 
 
 # The encoded source fields that stay the same across transactions (version, connector,
-# server; snapshot, database, sequence), by distinct value.
-_TEXTS: Final[dict[tuple[tuple[str, str], tuple[str, str]], tuple[bytes, bytes]]] = {}
+# server; snapshot, database, sequence), by (version, server, snapshot, db).
+_TEXTS: Final[dict[tuple[str, str, str, str], tuple[bytes, bytes]]] = {}
 
 
-def _texts(before_ts: tuple[str, str], after_ts: tuple[str, str]) -> tuple[bytes, bytes]:
+def _texts(version: str, server: str, snapshot: str, db: str) -> tuple[bytes, bytes]:
     """(version, connector, name) and (snapshot, db, sequence=null) as Avro bytes."""
-    key = (before_ts, after_ts)
+    key = (version, server, snapshot, db)
     encoded = _TEXTS.get(key)
     if encoded is None:
         head, tail = bytearray(), bytearray()
-        for value in (before_ts[0], "postgresql", before_ts[1]):
+        for value in (version, "postgresql", server):
             _write_text(head, value)
-        for value in after_ts:
+        for value in (snapshot, db):
             _write_text(tail, value)
         tail.append(0)  # sequence: null
         encoded = _TEXTS[key] = bytes(head), bytes(tail)

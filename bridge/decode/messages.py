@@ -18,10 +18,11 @@ KIND_TEXT: Final = ord("t")
 KIND_BINARY: Final = ord("b")  # type's send/recv format
 KIND_INTERNAL: Final = ord("i")  # pglogical only: internal binary; refused by the client
 
-PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000
+PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
 # Builds a NamedTuple in C: `new_tuple(Insert, (xid, relid, new))` is `Insert(xid, relid,
-# new)` without the Python-level __new__ NamedTuple generates (for the per-row messages).
-new_tuple: Final = tuple.__new__  # 2000-01-01 minus 1970-01-01, in µs
+# new)` without the Python-level __new__ NamedTuple generates (per-row and per-transaction
+# messages and events).
+new_tuple: Final = tuple.__new__
 
 
 class TupleData(NamedTuple):

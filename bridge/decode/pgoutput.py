@@ -33,6 +33,7 @@ from bridge.decode.messages import (
     StreamStop,
     Truncate,
     TypeMessage,
+    new_tuple,
 )
 from bridge.decode.pgoutput_options import check_proto_version, pgoutput_options
 from bridge.decode.pgoutput_rows import decode_delete, decode_insert, decode_update
@@ -65,6 +66,9 @@ _STREAM_ABORT_V4: Final = struct.Struct(">IIQq").unpack_from
 _BEGIN_PREPARE: Final = struct.Struct(">QQqI").unpack_from
 _PREPARE: Final = struct.Struct(">BQQqI").unpack_from  # also Commit Prepared, Stream Prepare
 _ROLLBACK_PREPARED: Final = struct.Struct(">BQQqqI").unpack_from
+# Once per transaction each: built in C by `new_tuple` (see bridge.decode.messages).
+_BEGIN_T: Final = Begin
+_COMMIT_T: Final = Commit
 
 
 def _fixed(buf: bytes, size: int) -> None:
@@ -74,12 +78,14 @@ def _fixed(buf: bytes, size: int) -> None:
 
 def _begin(buf: bytes) -> Begin:
     _fixed(buf, 21)
-    return Begin(*_BEGIN(buf, 1))
+    begin: Begin = new_tuple(_BEGIN_T, _BEGIN(buf, 1))
+    return begin
 
 
 def _commit(buf: bytes) -> Commit:
     _fixed(buf, 26)
-    return Commit(*_COMMIT(buf, 1))
+    commit: Commit = new_tuple(_COMMIT_T, _COMMIT(buf, 1))
+    return commit
 
 
 def _origin(buf: bytes) -> Origin:

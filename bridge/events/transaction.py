@@ -36,6 +36,8 @@ _INSERT: Final = Insert
 _UPDATE: Final = Update
 _DELETE: Final = Delete
 _CHANGE: Final = Change
+_TX_BEGIN: Final = TxBegin
+_TX_COMMIT: Final = TxCommit
 
 
 class TxState:
@@ -54,10 +56,16 @@ class TxState:
 
     def begin(self) -> TxBegin:
         self.started = True
-        return TxBegin(self.xid, self.commit_lsn, self.commit_ts, self.origin)
+        begin: TxBegin = new_tuple(
+            _TX_BEGIN, (self.xid, self.commit_lsn, self.commit_ts, self.origin)
+        )
+        return begin
 
     def commit(self, commit_lsn: int, end_lsn: int, commit_ts: int) -> TxCommit:
-        return TxCommit(self.xid, commit_lsn, end_lsn, commit_ts, self.counts)
+        end: TxCommit = new_tuple(
+            _TX_COMMIT, (self.xid, commit_lsn, end_lsn, commit_ts, self.counts)
+        )
+        return end
 
     def changes(self, msg: Message, lookup: Lookup) -> tuple[Change, ...]:
         """The events of one row-level message; other message kinds are out of place."""

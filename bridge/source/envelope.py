@@ -12,8 +12,11 @@ from typing import Final
 
 from bridge.errors import ProtocolError
 
-_XLOG: Final = struct.Struct(">QQQ")  # wal_start, wal_end, send_time
-_KEEPALIVE: Final = struct.Struct(">QQB")  # wal_end, send_time, reply_requested
+# Bound methods and sizes as Final statics: `parse` runs once per message.
+_XLOG: Final = struct.Struct(">QQQ").unpack_from  # wal_start, wal_end, send_time
+_XLOG_END: Final = 25  # tag + header: where the payload starts
+_KEEPALIVE: Final = struct.Struct(">QQB").unpack_from  # wal_end, send_time, reply_requested
+_KEEPALIVE_LEN: Final = 18
 _STATUS: Final = struct.Struct(">cQQQQB")
 
 
@@ -40,19 +43,20 @@ class Keepalive:
 
 def parse(data: bytes | memoryview) -> XLogData | Keepalive:
     """Split one CopyData message from the walsender into envelope and payload."""
-    view = memoryview(data)
-    if not view:
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    size = len(view)
+    if not size:
         raise ProtocolError("?", 0, "empty CopyData message")
     tag = view[0]
     if tag == 0x77:  # 'w'
-        if len(view) < 1 + _XLOG.size:
-            raise ProtocolError("w", len(view), "XLogData header truncated")
-        start, end, ts = _XLOG.unpack_from(view, 1)
-        return XLogData(start, end, ts, view[1 + _XLOG.size :])
+        if size < _XLOG_END:
+            raise ProtocolError("w", size, "XLogData header truncated")
+        start, end, ts = _XLOG(view, 1)
+        return XLogData(start, end, ts, view[_XLOG_END:])
     if tag == 0x6B:  # 'k'
-        if len(view) != 1 + _KEEPALIVE.size:
-            raise ProtocolError("k", len(view), f"keepalive must be 18 bytes, got {len(view)}")
-        end, ts, reply = _KEEPALIVE.unpack_from(view, 1)
+        if size != _KEEPALIVE_LEN:
+            raise ProtocolError("k", size, f"keepalive must be 18 bytes, got {size}")
+        end, ts, reply = _KEEPALIVE(view, 1)
         return Keepalive(end, ts, reply != 0)
     raise ProtocolError(chr(tag), 0, "unknown replication envelope message")
 
