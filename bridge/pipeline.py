@@ -23,6 +23,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config, RaiseOnRefusal
+from bridge.decode.messages import Relation
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -35,7 +36,7 @@ from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
 from bridge.schema.encoders import encoder_cache
 from bridge.schema.registry import Registry
-from bridge.serialize import Record, TxSource
+from bridge.serialize import ChangeEncoder, Record, TxSource
 from bridge.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,
@@ -141,6 +142,7 @@ class Pipeline:
         self._skipping = False
         self._tx_records = 0
         self._next_ack = 0.0
+        self._routes: dict[int, _Route] = {}
 
     def _start_transactions(self, client_config: dict[str, Any]) -> KafkaTransactions:
         kafka = self.cfg.kafka
@@ -253,17 +255,22 @@ class Pipeline:
                 xid = self._tx_source.base["txId"] if self._tx_source else None
                 self._send(self.messages.topic, *self.messages.record(change.message, xid))
             return
-        if self.snapshots.is_private(relation):
+        route = self._routes.get(relation.oid)
+        if route is None or route.relation is not relation:
+            route = self._routes[relation.oid] = _Route(relation, self)
+        if route.private:
             return  # the bridge's own snapshot progress tables
         assert self._tx_source is not None
         records: list[Record] = []
-        if change.op not in self.routing.skipped_ops and self.routing.captured(relation):
+        if route.captured and change.op not in self.routing.skipped_ops:
             self._event_counts[relation.namespace, relation.name, change.op] += 1
-            topic, encoder = self.encoders.get(relation)
+            encoder = route.encoder
+            if encoder is None:
+                encoder = route.resolve(self)
+            topic = route.topic
             records = encoder.records(change, self._tx_source)
-            limit = self.oversized.limit(topic, relation)
             for key, value in records:
-                if len(key or b"") + len(value or b"") > limit:
+                if len(key or b"") + len(value or b"") > route.limit:
                     key_schema = encoder.table.key_schema
                     self._send(
                         *self.oversized.divert(
@@ -379,6 +386,32 @@ class Pipeline:
                 close()
             except Exception as exc:  # cleanup only: logged, never raised over the cause
                 log.warning("closing the %s: %s", name, exc)
+
+
+class _Route:
+    """What the pipeline decided for one relation version, looked up once per change
+    instead of asking routing, snapshots, encoders and the oversized policy each time.
+
+    The encoder (and with it schema registration) is resolved at the table's first
+    captured change, as before the cache existed: a table whose changes are all skipped
+    never registers schemas.
+    """
+
+    __slots__ = ("captured", "encoder", "limit", "private", "relation", "topic")
+
+    def __init__(self, relation: Relation, pipeline: Pipeline) -> None:
+        self.relation = relation
+        self.private = pipeline.snapshots.is_private(relation)
+        self.captured = pipeline.routing.captured(relation)
+        self.encoder: ChangeEncoder | None = None
+        self.topic = ""
+        self.limit = 0
+
+    def resolve(self, pipeline: Pipeline) -> ChangeEncoder:
+        self.topic, encoder = pipeline.encoders.get(self.relation)
+        self.limit = pipeline.oversized.limit(self.topic, self.relation)
+        self.encoder = encoder
+        return encoder
 
 
 def idle_wait_s(in_flight_records: int, exactly_once: bool) -> float:

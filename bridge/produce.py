@@ -130,6 +130,9 @@ def _refused(topic: str, exc: KafkaException, table: str | None = None) -> Deliv
     return delivery_error(topic, None, err.str(), table)
 
 
+_ANY_PARTITION: Final = -1  # librdkafka's RD_KAFKA_PARTITION_UA
+
+
 def _no_op() -> None:
     return None
 
@@ -195,7 +198,9 @@ class Producer:
             self._wait_for_room(size)
         while True:
             try:
-                self._produce(topic, value, key, on_delivery=handle)
+                # Positional (partition -1: the partitioner's choice): a keyword argument
+                # makes the client parse a kwargs dict per record, ~40 % of the call.
+                self._produce(topic, value, key, _ANY_PARTITION, handle)
                 break
             except BufferError:  # librdkafka's own queue is full
                 if self.stopping:

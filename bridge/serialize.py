@@ -19,7 +19,7 @@ from fastavro import parse_schema, schemaless_writer
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
 from bridge.errors import SchemaError
 from bridge.events.model import Change
-from bridge.schema.fastwriter import compile_writer, write_long
+from bridge.schema.fastwriter import compile_writer, long_bytes, write_long
 from bridge.schema.rowwriter import RowBodies, compile_row_writer
 from bridge.schema.table import TableCodec
 
@@ -28,6 +28,26 @@ ToastMode = Literal["list", "placeholder"]
 _HEADER: Final = struct.Struct(">bI")
 # Avro strings (length 1, the letter) of the ops the fast path writes; "r" is a snapshot read.
 _OPS: Final = {op: b"\x02" + op.encode() for op in ("c", "u", "d", "r")}
+_AFTER_ONLY: Final = b"\x00\x02"  # the envelope's before: null, after: union branch 1
+
+
+class _Clock:
+    """The envelope's last fields, ts_ms then null transaction and unchanged_fields,
+    encoded once per millisecond instead of once per record."""
+
+    def __init__(self) -> None:
+        self._ms = -1
+        self._tail = b""
+
+    def tail(self) -> bytes:
+        ms = time.time_ns() // 1_000_000
+        if ms != self._ms:
+            self._ms = ms
+            self._tail = b"\x02" + long_bytes(ms) + b"\x00\x00"
+        return self._tail
+
+
+_TS_MS: Final = _Clock()
 
 
 def framed_writer(
@@ -258,34 +278,46 @@ class ChangeEncoder:
 
     def _fast_records(self, change: Change, tx: TxSource) -> list[Record] | None:
         """`_general_records`' output from the fused row writer; None where it does not apply."""
-        write_row = self._fast
-        if write_row is None or change.op not in _OPS:
+        plan = self._fast
+        if plan is None or change.op not in _OPS:
             return None
-        before = after = None
-        if change.new is not None:
-            after = write_row(change.new.kinds, change.new.values)
-            if after is None:
-                return None
-        if change.old is not None:
-            before = write_row(change.old.kinds, change.old.values)
-            if before is None:
-                return None
         source = tx.blocks.get(self._table_id)
         if source is None:
             source = self._source_block(tx)
             if source is None:
                 return None
         op = change.op
+        new = change.new
+        if new is not None and change.old is None and op != "d":
+            # one record, no key comparison: the common case, the row written straight
+            # into the envelope's parts
+            parts = [self._value_header, _AFTER_ONLY]
+            key = plan.write_parts(parts, new.kinds, new.values)
+            if key is None:
+                return None
+            parts.append(source)
+            parts.append(_OPS[op])
+            parts.append(_TS_MS.tail())
+            return [(self._framed_key(key), b"".join(parts))]
+        before = after = None
+        if new is not None:
+            after = plan.write(new.kinds, new.values)
+            if after is None:
+                return None
+        if change.old is not None:
+            before = plan.write(change.old.kinds, change.old.values)
+            if before is None:
+                return None
         if (before if op == "d" else after) is None:
             return None
-        if after is not None and (op in ("c", "r") or (op == "u" and not change.old_kind)):
-            # one record, no key comparison: the common case, without `_shape`'s callables
-            return [(self._framed_key(after), self._fast_envelope(before, after, _OPS[op], source))]
 
         def envelope(before: Any, after: Any, op: str) -> bytes:
             return self._fast_envelope(before, after, _OPS[op], source)
 
-        return self._shape(op, change.old_kind, before, after, self._framed_key, envelope)
+        def key_of(bodies: RowBodies) -> bytes | None:
+            return self._framed_key(bodies[0])
+
+        return self._shape(op, change.old_kind, before, after, key_of, envelope)
 
     def _shape(
         self,
@@ -315,9 +347,9 @@ class ChangeEncoder:
                 return out
         return [(key, envelope(before, after, op))]
 
-    def _framed_key(self, bodies: RowBodies) -> bytes | None:
+    def _framed_key(self, body: bytes) -> bytes | None:
         header = self._key_header
-        return None if header is None else header + bodies[0]
+        return None if header is None else header + body
 
     def _source_block(self, tx: TxSource) -> bytes | None:
         """The encoded source block (`schemas/source.avsc`) with this table's names."""
@@ -349,9 +381,7 @@ class ChangeEncoder:
             out += after[1]
         out += source
         out += op
-        out.append(2)
-        write_long(out, time.time_ns() // 1_000_000)
-        out += b"\x00\x00"
+        out += _TS_MS.tail()
         return bytes(out)
 
     def _general_records(self, change: Change, tx: TxSource) -> list[Record]:

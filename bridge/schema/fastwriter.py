@@ -32,50 +32,48 @@ _INT_MIN: Final = -(1 << 31)
 _INT_MAX: Final = (1 << 31) - 1
 _ZIGZAG_MIN: Final = -(1 << 62)  # zigzag of [-2**62, 2**62) fits a signed 64-bit int
 _ZIGZAG_MAX: Final = (1 << 62) - 1
+_GATHERED_MAX: Final = 1 << 56  # zigzag values of at most 8 varint bytes
+_ONE_BYTE: Final = tuple(bytes([n]) for n in range(0x80))
 
 
-def write_long(out: bytearray, value: int) -> None:
+def long_bytes(value: int) -> bytes:
+    """The Avro long `value` (a zigzag varint) as bytes, for writers that collect parts."""
     if _ZIGZAG_MIN <= value <= _ZIGZAG_MAX:
         # native 64-bit arithmetic once compiled (mypyc's i64), instead of tagged ints
         v: i64 = value
         n: i64 = (v << 1) ^ (v >> 63)
         if n < 0x80:
-            out.append(n)
-            return
-        # The varint's bytes gathered in one int, appended at once instead of one by one;
-        # at most 7 bytes with the continuation bit fit before the int would overflow.
-        acc: i64 = 0
-        shift: i64 = 0
-        while n > 0x7F and shift < 56:
-            acc |= ((n & 0x7F) | 0x80) << shift
-            shift += 8
-            n >>= 7
-        if n > 0x7F:  # 2 or 3 more bytes: n < 2**14 is left
-            whole: int = acc
-            out += whole.to_bytes(7, "little")
-            acc = 0
-            shift = 0
+            return _ONE_BYTE[n]
+        if n < _GATHERED_MAX:
+            # up to 8 varint bytes gathered in one int and converted at once
+            acc: i64 = 0
+            shift: i64 = 0
             while n > 0x7F:
                 acc |= ((n & 0x7F) | 0x80) << shift
                 shift += 8
                 n >>= 7
-        acc |= n << shift
-        last: int = acc
-        out += last.to_bytes((shift >> 3) + 1, "little")
-    elif _LONG_MIN <= value <= _LONG_MAX:
-        _write_zigzag(out, (value << 1) ^ (value >> 63))
-    else:
+            acc |= n << shift
+            whole: int = acc
+            return whole.to_bytes((shift >> 3) + 1, "little")
+    elif not _LONG_MIN <= value <= _LONG_MAX:
         raise ValueError(f"{value} does not fit an Avro long")
+    return _zigzag_bytes((value << 1) ^ (value >> 63))
 
 
-def _write_zigzag(out: bytearray, n: int) -> None:
+def _zigzag_bytes(n: int) -> bytes:
+    out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
+    return bytes(out)
 
 
-def _write_int(out: bytearray, value: int) -> None:
+def write_long(out: bytearray, value: int) -> None:
+    out += long_bytes(value)
+
+
+def write_int(out: bytearray, value: int) -> None:
     if not _INT_MIN <= value <= _INT_MAX:
         raise ValueError(f"{value} does not fit an Avro int")
     write_long(out, value)
@@ -133,7 +131,7 @@ def _decimal_writer(precision: int, scale: int) -> Writer:
 _PRIMITIVES: Final[dict[str, Writer]] = {
     "null": _write_null,
     "boolean": _write_boolean,
-    "int": _write_int,
+    "int": write_int,
     "long": write_long,
     "float": _write_float,
     "double": _write_double,

@@ -18,18 +18,16 @@ with that path is tested byte for byte (tests/schema/test_rowwriter.py).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any, Final
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT
 from bridge.errors import SchemaError
-from bridge.schema.fastwriter import Writer, compile_value_writer, write_long
+from bridge.schema.fastwriter import Writer, compile_value_writer, long_bytes, write_int, write_long
 from bridge.schema.pgtypes import ColumnCodec
 from bridge.schema.table import TableCodec
 from bridge.schema.textvalues import wire_timestamptz
 
 RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
-RowWriter = Callable[[bytes, tuple[bytes | None, ...]], RowBodies | None]
 
 # Column shapes, by how the loop writes a text (or binary) value.
 _CONVERT: Final = 0  # the converter, then the value writer
@@ -59,8 +57,13 @@ _NULL: Final = b"\x00"
 _SOME: Final = b"\x02"  # union branch 1 of ["null", T]
 _TRUE: Final = b"\x02\x01"  # branch 1, then the boolean
 _FALSE: Final = b"\x02\x00"
-# Avro long of n (zigzag: 2n) for the string lengths that take one byte.
-_SHORT_LENGTHS: Final = tuple(bytes([n << 1]) for n in range(64))
+# Branch 1, then the Avro long of n (zigzag: 2n): the string lengths that take one byte.
+_SOME_SHORT_LENGTHS: Final = tuple(bytes([2, n << 1]) for n in range(64))
+# _Column.integer: how a converted value is encoded without its writer.
+_AVRO_INT: Final = 1
+_AVRO_LONG: Final = 2
+_INT_MIN: Final = -(1 << 31)
+_INT_MAX: Final = (1 << 31) - 1
 
 
 class _Column:
@@ -85,6 +88,12 @@ class _Column:
         self.text_parse = codec.text_parse
         self.from_binary = codec.from_binary
         self.writer = writer
+        # An Avro int or long (dates and times among them) is encoded without the writer.
+        self.integer = 0
+        if writer is write_int:
+            self.integer = _AVRO_INT
+        elif writer is write_long:
+            self.integer = _AVRO_LONG
         self.decimal_scale = 0
         self.decimal_bound = 0
         if codec.text_shape == "decimal":
@@ -93,7 +102,12 @@ class _Column:
 
 
 class RowPlan:
-    """The fused writer of one table version: `write(kinds, values)`."""
+    """The fused writer of one table version.
+
+    The row's encoding is collected as a list of bytes parts: appending to a list and
+    joining once costs less than growing a bytearray part by part, and the caller can
+    join the row into its envelope without copying it first (`write_parts`).
+    """
 
     def __init__(self, width: int, columns: list[_Column], key_parts: int) -> None:
         self.width = width  # columns in the Relation message
@@ -101,17 +115,25 @@ class RowPlan:
         self.key_parts = key_parts
 
     def write(self, kinds: bytes, values: tuple[bytes | None, ...]) -> RowBodies | None:
+        parts: list[bytes] = []
+        key = self.write_parts(parts, kinds, values)
+        return None if key is None else (key, b"".join(parts))
+
+    def write_parts(
+        self, parts: list[bytes], kinds: bytes, values: tuple[bytes | None, ...]
+    ) -> bytes | None:
+        """Append the row record's body to `parts` and return the key record's body (b""
+        without a key); None: the general path takes the row (`parts` is then partial)."""
         if len(kinds) != self.width:
             return None
-        out = bytearray()
-        keys = [bytearray() for _ in range(self.key_parts)]
+        keys = [b""] * self.key_parts
         try:
             for column in self.columns:
                 kind = kinds[column.index]
                 if kind == KIND_NULL:
                     if column.key_slot >= 0:
                         return None
-                    out += _NULL
+                    parts.append(_NULL)
                     continue
                 if kind == KIND_TEXT:
                     shape = column.text_shape
@@ -122,77 +144,82 @@ class RowPlan:
                 value = values[column.index]
                 if value is None or shape == _NONE:
                     return None
-                if not _write_value(out, keys, column, shape, kind == KIND_TEXT, value):
+                if not _write_value(parts, keys, column, shape, kind == KIND_TEXT, value):
                     return None
         except _FALLBACK_ERRORS:
             return None
-        if not keys:
-            return b"", bytes(out)
         if len(keys) == 1:
-            return bytes(keys[0]), bytes(out)
-        return b"".join(keys), bytes(out)
+            return keys[0]
+        return b"".join(keys)
 
 
 def _write_value(
-    out: bytearray, keys: list[bytearray], column: _Column, shape: int, text: bool, v: bytes
+    parts: list[bytes], keys: list[bytes], column: _Column, shape: int, text: bool, v: bytes
 ) -> bool:
-    """Append one non-NULL value (and its key part); False sends the row to the general path."""
+    """Append one non-NULL value (and set its key part); False sends the row to the general
+    path."""
     if shape in (_UTF8, _DECIMAL):
         if shape == _DECIMAL:
             v = _decimal_bytes(v, column.decimal_scale, column.decimal_bound)
         elif not v.isascii():
             v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
         n = len(v)
-        out += _SOME
         if n < 64:
-            out += _SHORT_LENGTHS[n]
+            parts.append(_SOME_SHORT_LENGTHS[n])
         else:
-            write_long(out, n)
-        out += v
+            parts.append(_SOME)
+            parts.append(long_bytes(n))
+        parts.append(v)
         if column.key_slot >= 0:
-            key = keys[column.key_slot]
-            if column.key_nullable:
-                key += _SOME
-            write_long(key, n)
-            key += v
+            key = long_bytes(n) + v
+            keys[column.key_slot] = _SOME + key if column.key_nullable else key
         return True
     if shape >= _INT and column.key_slot < 0:
-        return _write_inline(out, shape, v)
+        return _write_inline(parts, shape, v)
     x = _convert(column, shape, text, v)
     if x is None:
-        out += _NULL
-    else:
-        out += _SOME
-        column.writer(out, x)
-    if column.key_slot >= 0:
-        key = keys[column.key_slot]
-        if x is None:
+        parts.append(_NULL)
+        if column.key_slot >= 0:
             if not column.key_nullable:
                 return False
-            key += _NULL
-        else:
-            if column.key_nullable:
-                key += _SOME
-            column.writer(key, x)
+            keys[column.key_slot] = _NULL
+        return True
+    body = _encode(column, x)
+    parts.append(_SOME)
+    parts.append(body)
+    if column.key_slot >= 0:
+        keys[column.key_slot] = _SOME + body if column.key_nullable else body
     return True
 
 
-def _write_inline(out: bytearray, shape: int, v: bytes) -> bool:
+def _encode(column: _Column, x: Any) -> bytes:
+    """A converted value's encoding: integers directly, anything else by its writer."""
+    if column.integer == _AVRO_LONG:
+        return long_bytes(x)
+    if column.integer == _AVRO_INT:
+        if not _INT_MIN <= x <= _INT_MAX:
+            raise ValueError(f"{x} does not fit an Avro int")
+        return long_bytes(x)
+    out = bytearray()
+    column.writer(out, x)
+    return bytes(out)
+
+
+def _write_inline(parts: list[bytes], shape: int, v: bytes) -> bool:
     """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
     if shape == _BOOL:
         if v == b"t":
-            out += _TRUE
+            parts.append(_TRUE)
         elif v == b"f":
-            out += _FALSE
+            parts.append(_FALSE)
         else:
             return False
         return True
+    parts.append(_SOME)
     if shape == _DOUBLE:
-        out += _SOME
-        out += _PACK_DOUBLE(float(v))
-        return True
-    out += _SOME
-    write_long(out, int(v) if shape == _INT else wire_timestamptz(v))
+        parts.append(_PACK_DOUBLE(float(v)))
+    else:
+        parts.append(long_bytes(int(v) if shape == _INT else wire_timestamptz(v)))
     return True
 
 
@@ -240,7 +267,7 @@ def _text_shape(codec: ColumnCodec) -> int:
     return _PARSE if codec.text_parse is not None else _CONVERT
 
 
-def compile_row_writer(table: TableCodec) -> RowWriter | None:
+def compile_row_writer(table: TableCodec) -> RowPlan | None:
     """The fused writer for `table`, or None if a column's schema is outside fastwriter's."""
     key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
     columns = []
@@ -257,4 +284,4 @@ def compile_row_writer(table: TableCodec) -> RowWriter | None:
         columns.append(
             _Column(index, _text_shape(codec), binary, slot, codec.may_be_null, codec, writer)
         )
-    return RowPlan(len(table.relation.columns), columns, len(key_slot)).write
+    return RowPlan(len(table.relation.columns), columns, len(key_slot))

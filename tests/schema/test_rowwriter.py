@@ -247,9 +247,9 @@ def test_composite_key_follows_primary_key_order_not_column_order() -> None:
     fast, general = both(encoder, c)
     assert fast is not None and fast == general
     assert [value is None for _, value in fast] == [False, True, False]  # key changed
-    write = compile_row_writer(table)
-    assert write is not None
-    bodies = write(new.kinds, new.values)
+    plan = compile_row_writer(table)
+    assert plan is not None
+    bodies = plan.write(new.kinds, new.values)
     assert bodies is not None
     assert bodies[0] == b"\xd8\x04" + b"\x06x\xc3\xa9"  # b=300 then a="xé"
 
