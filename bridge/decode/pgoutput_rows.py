@@ -23,6 +23,10 @@ from bridge.errors import ProtocolError
 _RELID_TAG: Final = struct.Struct(">IB").unpack_from
 
 _N: Final = ord("N")
+# The kinds of an all-text or all-binary TupleData, by column count.
+_UNIFORM_MAX: Final = 256
+_ALL_TEXT: Final = tuple(b"t" * n for n in range(_UNIFORM_MAX))
+_ALL_BINARY: Final = tuple(b"b" * n for n in range(_UNIFORM_MAX))
 # Final aliases: statics once compiled, not module-dict lookups per row.
 _TUPLE_DATA: Final = TupleData
 _INSERT: Final = Insert
@@ -36,7 +40,10 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
     # where struct's unpack_from builds and frees a tuple per column.
     natts = (buf[pos] << 8) | buf[pos + 1]
     pos += 2
-    kinds = bytearray(natts)
+    # Most rows are all text or all binary: their kinds are a shared constant, and a
+    # bytearray is only written (an item assignment per column) from the first other on.
+    kinds: bytearray | None = None
+    same = 116  # the kind of every column so far
     values: list[bytes | None] = [None] * natts
     for i in range(natts):
         kind = buf[pos]
@@ -49,8 +56,23 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
             pos += 1
         else:
             raise ProtocolError(type_name(buf), pos, f"unknown TupleData kind {chr(kind)!r}")
-        kinds[i] = kind
-    return new_tuple(_TUPLE_DATA, (bytes(kinds), tuple(values))), pos
+        if kind != same:
+            if i == 0 and kind == 98:
+                same = 98
+            else:
+                if kinds is None:
+                    kinds = bytearray(_uniform(same, natts))
+                kinds[i] = kind
+    return new_tuple(
+        _TUPLE_DATA, (_uniform(same, natts) if kinds is None else bytes(kinds), tuple(values))
+    ), pos
+
+
+def _uniform(kind: int, natts: int) -> bytes:
+    """The kinds of `natts` columns all of `kind` ('t' or 'b')."""
+    if natts < _UNIFORM_MAX:
+        return _ALL_TEXT[natts] if kind == 116 else _ALL_BINARY[natts]
+    return bytes([kind]) * natts
 
 
 def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:

@@ -588,3 +588,30 @@ def test_options_validation(kwargs: dict[str, object], match: str) -> None:
 @pytest.mark.parametrize("proto, streaming", [(2, "on"), (3, "on"), (4, "on"), (4, "parallel")])
 def test_options_streaming_allowed(proto: int, streaming: str) -> None:
     assert ("streaming", streaming) in pgoutput_options(proto, ["p"], streaming=streaming)
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        b"",
+        b"tttt",
+        b"bbbb",
+        b"nttt",
+        b"tttn",
+        b"bttb",
+        b"tbtb",
+        b"unbt",
+        b"t" * 255,
+        b"t" * 256,
+        b"b" * 300,
+        b"t" * 299 + b"u",
+    ],
+)
+def test_tuple_kinds_uniform_or_mixed(kinds: bytes) -> None:
+    """read_tuple shares the kinds of all-text and all-binary rows; every mix still reads
+    back column by column."""
+    values = tuple(bytes([i % 251]) * (i % 3) if k in b"tb" else None for i, k in enumerate(kinds))
+    new = TupleData(kinds, values)
+    decoded = PgoutputDecoder(1).decode(encode(Insert(None, 7, new)))
+    assert decoded == Insert(None, 7, new)
+    assert isinstance(decoded, Insert) and type(decoded.new.kinds) is bytes
