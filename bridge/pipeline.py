@@ -263,7 +263,11 @@ class Pipeline:
         assert self._tx_source is not None
         records: list[Record] = []
         if route.captured and change.op not in self.routing.skipped_ops:
-            self._event_counts[relation.namespace, relation.name, change.op] += 1
+            op = change.op
+            counted = route.count_keys.get(op)
+            if counted is None:  # the same key object each time: the lookup skips comparing
+                counted = route.count_keys[op] = (relation.namespace, relation.name, op)
+            self._event_counts[counted] += 1
             encoder = route.encoder
             if encoder is None:
                 encoder = route.resolve(self)
@@ -397,7 +401,7 @@ class _Route:
     never registers schemas.
     """
 
-    __slots__ = ("captured", "encoder", "limit", "private", "relation", "topic")
+    __slots__ = ("captured", "count_keys", "encoder", "limit", "private", "relation", "topic")
 
     def __init__(self, relation: Relation, pipeline: Pipeline) -> None:
         self.relation = relation
@@ -406,6 +410,7 @@ class _Route:
         self.encoder: ChangeEncoder | None = None
         self.topic = ""
         self.limit = 0
+        self.count_keys: dict[str, tuple[str, str, str]] = {}  # Metrics.events keys by op
 
     def resolve(self, pipeline: Pipeline) -> ChangeEncoder:
         self.topic, encoder = pipeline.encoders.get(self.relation)

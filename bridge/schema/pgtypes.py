@@ -137,8 +137,8 @@ class ColumnCodec(NamedTuple):
     # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
     # Avro string's bytes), "int" (int() of the text), "decimal" (the text's digits are
     # the unscaled value), "double" (float() of the text), "bool" ('t' or 'f'),
-    # "timestamptz" (textvalues.wire_timestamptz), None (call `text_parse` on the decoded
-    # text, or the converter).
+    # "timestamptz" (textvalues.wire_timestamptz), "date" (textvalues.wire_date), None
+    # (call `text_parse` on the decoded text, or the converter).
     text_shape: str | None = None
     binary_shape: str | None = None
     # The str parser inside `from_text`, for the row writer to call without the wrapper
@@ -259,6 +259,8 @@ def column_codec(
         text_shape = "bool"
     if codec.text is tv.parse_timestamptz:
         text_shape = "timestamptz"
+    if codec.text is tv.parse_date and avro_type == "int":
+        text_shape = "date"
     return ColumnCodec(
         codec.schema,
         _text_converter(codec.text, label),
@@ -378,6 +380,7 @@ _WIRE_PARSERS: dict[TextParser, BinaryParser] = {
     int: int,
     float: float,
     tv.parse_timestamptz: tv.wire_timestamptz,
+    tv.parse_date: tv.wire_date,
 }
 
 

@@ -25,7 +25,7 @@ from bridge.errors import SchemaError
 from bridge.schema.fastwriter import Writer, compile_value_writer, long_bytes, write_int, write_long
 from bridge.schema.pgtypes import ColumnCodec
 from bridge.schema.table import TableCodec
-from bridge.schema.textvalues import wire_timestamptz
+from bridge.schema.textvalues import wire_date, wire_timestamptz
 
 RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
 
@@ -35,12 +35,13 @@ _UTF8: Final = 1  # the wire bytes are the Avro string's bytes (validated as UTF
 _DECIMAL: Final = 2  # numeric(p, s) text -> the decimal's two's-complement bytes
 _INT32: Final = 3  # int() of the text, an Avro int
 _PARSE: Final = 4  # the str parser on the decoded text, then the value writer
-_NONE: Final = 5  # no way to read this kind: the general path takes the row
+_DATE: Final = 5  # wire_date, an Avro int
+_NONE: Final = 6  # no way to read this kind: the general path takes the row
 # From here on, shapes written without the value writer unless part of the key.
-_INT: Final = 6  # int() of the text, an Avro long
-_DOUBLE: Final = 7  # float() of the text
-_BOOL: Final = 8  # 't' or 'f'
-_TIMESTAMPTZ: Final = 9  # wire_timestamptz, an Avro long
+_INT: Final = 7  # int() of the text, an Avro long
+_DOUBLE: Final = 8  # float() of the text
+_BOOL: Final = 9  # 't' or 'f'
+_TIMESTAMPTZ: Final = 10  # wire_timestamptz, an Avro long
 
 # What a converter or parser may raise on a value it cannot take (pgtypes._BAD_INPUT).
 _FALLBACK_ERRORS: Final = (
@@ -228,6 +229,8 @@ def _convert(column: _Column, shape: int, text: bool, v: bytes) -> Any:
         return int(v)
     if shape == _TIMESTAMPTZ:
         return wire_timestamptz(v)
+    if shape == _DATE:
+        return wire_date(v)
     if shape == _PARSE and column.text_parse is not None:
         return column.text_parse(v.decode())
     if not text:
@@ -255,6 +258,7 @@ _TEXT_SHAPES: Final = {
     "double": _DOUBLE,
     "bool": _BOOL,
     "timestamptz": _TIMESTAMPTZ,
+    "date": _DATE,
 }
 
 

@@ -189,6 +189,18 @@ def parse_timestamptz(text: str) -> int:
     return clamp_us(timestamptz_us(text))
 
 
+def wire_date(raw: bytes) -> int:
+    """`parse_date` of the undecoded text: 'YYYY-MM-DD' (what the server prints for AD
+    years below 10000) read digit by digit, anything else decoded."""
+    if len(raw) == 10 and raw[4] == _DASH and raw[7] == _DASH:
+        year = _digits(raw, 0, 4)
+        month = _digits(raw, 5, 2)
+        day = _digits(raw, 8, 2)
+        if _valid_date(year, month, day):
+            return days_from_civil(year, month, day)
+    return parse_date(raw.decode())
+
+
 def wire_timestamptz(raw: bytes) -> int:
     """`parse_timestamptz` of the undecoded text: the common shape is read digit by digit
     from the bytes (compiled, that is integer work with no objects), the rest decoded."""

@@ -54,21 +54,23 @@ class ReplicationStream:
         if self._pending is not None:
             data, self._pending = self._pending, None
             return data
-        deadline = self._clock() + timeout
+        now = self._clock()  # one reading per message under load
+        deadline = now + timeout
         while True:
-            now = self._clock()
             if now >= self._status_at:
                 self._send_status_if_due(now)
             # Buffered data returns at once (the common case under load); otherwise wait
             # until the deadline or the next status update, whichever comes first.
             raw = self._conn.read_copy(max(0.0, min(deadline, self._status_at) - now))
             if raw is None:
-                if self._clock() >= deadline:
+                now = self._clock()
+                if now >= deadline:
                     return None
                 continue
             msg = parse(raw)
             if isinstance(msg, Keepalive):
                 self._on_keepalive(msg)
+                now = self._clock()
                 continue
             self.status.on_received(msg.wal_end)
             return msg

@@ -300,3 +300,24 @@ def test_decimal_value_in_the_row() -> None:
         io.BytesIO(value[5:]), fastavro.parse_schema(TABLE.envelope_schema)
     )
     assert row["after"]["amount"] == Decimal("12.34") and row["after"]["id"] == 5
+
+
+@given(st.dates(datetime.date(1, 1, 1)), st.integers(-(2**31), 2**31 - 1), st.booleans())
+def test_date_in_the_key_and_the_row(day: datetime.date, n: int, nullable_other: bool) -> None:
+    relation = Relation(
+        None,
+        3,
+        "public",
+        "by_day",
+        "d",
+        (Column(1, "day", 1082, -1), Column(1, "n", 23, -1), Column(0, "other", 1082, -1)),
+    )
+    table = TableCodec(
+        relation, StaticCatalog(), TableDetails(("day", "n"), {}), DEFAULT_OPTIONS, "srv"
+    )
+    encoder = ChangeEncoder(table, 7, 8)
+    other = None if nullable_other else str(day).encode()
+    kinds = bytes([KIND_TEXT, KIND_TEXT, KIND_NULL if other is None else KIND_TEXT])
+    new = TupleData(kinds, (str(day).encode(), str(n).encode(), other))
+    fast, general = both(encoder, Change("c", relation, "", None, new, 0, (relation,), 0, None))
+    assert fast is not None and fast == general

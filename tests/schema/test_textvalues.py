@@ -191,3 +191,39 @@ def test_digit_by_digit_timestamptz_leaves_other_text_to_the_general_parser(text
     except (ValueError, IndexError, KeyError) as exc:
         got = type(exc)
     assert got == expected
+
+
+@given(st.dates(datetime.date(1, 1, 1), datetime.date(9999, 12, 31)))
+def test_digit_by_digit_date_agrees_with_the_general_parser(day: datetime.date) -> None:
+    text = day.isoformat()
+    assert tv.wire_date(text.encode()) == tv.parse_date(text)
+    assert tv.wire_date(text.encode()) == (day - datetime.date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023-02-29",  # no such day: the general parser decides
+        "2024-13-01",
+        "2024-00-10",
+        "0000-01-01",
+        "2024-1-01",
+        "2024/01/01",
+        "2024-0a-01",
+        "0044-03-15 BC",
+        "12345-01-01",
+        "infinity",
+        "-infinity",
+        "",
+    ],
+)
+def test_digit_by_digit_date_leaves_other_text_to_the_general_parser(text: str) -> None:
+    try:
+        expected: object = tv.parse_date(text)
+    except (ValueError, IndexError, KeyError) as exc:
+        expected = type(exc)
+    try:
+        got: object = tv.wire_date(text.encode())
+    except (ValueError, IndexError, KeyError) as exc:
+        got = type(exc)
+    assert got == expected
