@@ -211,7 +211,6 @@ def wire_timestamptz(raw: bytes) -> int:
 # Outside every result of _iso_timestamptz (4-digit years), inside a compiled short int.
 # Final: compiled code reads these as constants, not from the module's dict.
 _NOT_ISO: Final = -(1 << 61)
-_MONTH_DAYS: Final = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _FRACTION_SCALE: Final = (0, 100_000, 10_000, 1_000, 100, 10, 1)  # by count of digits
 _DASH: Final = 45
 _SPACE: Final = 32
@@ -222,10 +221,16 @@ _PLUS: Final = 43
 
 def _valid_date(year: i64, month: i64, day: i64) -> bool:
     """A Gregorian AD date (-1, for not digits, is never valid)."""
-    if year < 1 or not 1 <= month <= 12 or day < 1:
+    # plain i64 comparisons: compiled, the tuple lookup and the bool sum boxed values
+    if year < 1 or month < 1 or month > 12 or day < 1:
         return False
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    return day <= _MONTH_DAYS[month] + (month == 2 and leap)
+    if day <= 28:
+        return True
+    if month == 2:
+        return day == 29 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if day <= 30:
+        return True
+    return day == 31 and month not in (4, 6, 9, 11)
 
 
 def _digits(raw: bytes, at: i64, count: i64) -> i64:

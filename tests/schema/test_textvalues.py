@@ -227,3 +227,15 @@ def test_digit_by_digit_date_leaves_other_text_to_the_general_parser(text: str) 
     except (ValueError, IndexError, KeyError) as exc:
         got = type(exc)
     assert got == expected
+
+
+@pytest.mark.parametrize("year", [1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999])
+def test_valid_date_matches_the_calendar(year: int) -> None:
+    for month in range(0, 14):
+        for day in range(0, 33):
+            try:
+                datetime.date(year, month, day)
+                real = True
+            except ValueError:
+                real = False
+            assert tv._valid_date(year, month, day) is real, (year, month, day)
