@@ -219,19 +219,18 @@ def test_column_count_mismatch_is_the_protocol_error() -> None:
         ChangeEncoder(TABLE, 7, 8).records(change("c", None, short), TX)
 
 
+def small_table(
+    columns: tuple[Column, ...], key: tuple[str, ...]
+) -> tuple[Relation, TableCodec, ChangeEncoder]:
+    relation = Relation(None, 1, "public", "small", "d", columns)
+    table = TableCodec(relation, StaticCatalog(), TableDetails(key, {}), DEFAULT_OPTIONS, "srv")
+    return relation, table, ChangeEncoder(table, 7, 8)
+
+
 def test_composite_key_follows_primary_key_order_not_column_order() -> None:
-    relation = Relation(
-        None,
-        1,
-        "public",
-        "pairs",
-        "d",
-        (Column(1, "a", 25, -1), Column(1, "b", 23, -1), Column(0, "c", 25, -1)),
+    relation, table, encoder = small_table(
+        (Column(1, "a", 25, -1), Column(1, "b", 23, -1), Column(0, "c", 25, -1)), ("b", "a")
     )
-    table = TableCodec(
-        relation, StaticCatalog(), TableDetails(("b", "a"), {}), DEFAULT_OPTIONS, "srv"
-    )
-    encoder = ChangeEncoder(table, 7, 8)
     new = TupleData(bytes([KIND_TEXT] * 3), (b"x\xc3\xa9", b"300", b"zzz"))
     c = Change(
         "u",
@@ -304,18 +303,10 @@ def test_decimal_value_in_the_row() -> None:
 
 @given(st.dates(datetime.date(1, 1, 1)), st.integers(-(2**31), 2**31 - 1), st.booleans())
 def test_date_in_the_key_and_the_row(day: datetime.date, n: int, nullable_other: bool) -> None:
-    relation = Relation(
-        None,
-        3,
-        "public",
-        "by_day",
-        "d",
+    relation, _table, encoder = small_table(
         (Column(1, "day", 1082, -1), Column(1, "n", 23, -1), Column(0, "other", 1082, -1)),
+        ("day", "n"),
     )
-    table = TableCodec(
-        relation, StaticCatalog(), TableDetails(("day", "n"), {}), DEFAULT_OPTIONS, "srv"
-    )
-    encoder = ChangeEncoder(table, 7, 8)
     other = None if nullable_other else str(day).encode()
     kinds = bytes([KIND_TEXT, KIND_TEXT, KIND_NULL if other is None else KIND_TEXT])
     new = TupleData(kinds, (str(day).encode(), str(n).encode(), other))
