@@ -21,8 +21,17 @@ Function scope (unique per test, so tests run in any order and never see each ot
     topic_prefix     unique Kafka topic prefix; topics are auto-created on first produce.
 
 A component a test stopped (fault tests) is started again after the test, so later tests get a
-whole stack. Any test that uses the stack (directly or through these fixtures) is marked `live`, so
-`pytest -m "not live"` runs the pure unit tests alone.
+whole stack.
+
+Markers (declared in pyproject.toml), set here and in sub-directory conftests from the fixtures
+a test uses, so that `pytest -m "not live"` runs the fast unit tests alone; the full suite runs
+them all:
+    live         any test that uses the stack (directly or through these fixtures), and any test
+                 marked builds_helm.
+    builds_helm  tests/deploy tests that use its `helm` fixture: helm is built from its Go module on
+                 first use, which takes minutes (tests/deploy/conftest.py).
+    fault        fault-injection tests (a server stopped, killed or cut off); set by the test
+                 modules themselves.
 """
 
 from __future__ import annotations
