@@ -19,6 +19,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from waiting import wait_for
 
 from bridge.config import Config
 from bridge.eos import KafkaTransactions
@@ -52,11 +53,12 @@ def settings(stack: Any, db: str, slot: str, pub: str, prefix: str) -> dict[str,
 
 
 def wait_for_slot(conn: psycopg.Connection[Any], slot: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
     query = "SELECT active FROM pg_replication_slots WHERE slot_name = %s"
-    while conn.execute(query, (slot,)).fetchone() != (True,):
-        assert time.monotonic() < deadline, f"slot {slot} never became active"
-        time.sleep(0.1)
+    wait_for(
+        lambda: conn.execute(query, (slot,)).fetchone() == (True,),
+        timeout,
+        f"slot {slot} to become active",
+    )
 
 
 class Reader:
@@ -78,14 +80,18 @@ class Reader:
         self.counts: Counter[int] = Counter()
 
     def read_until(self, predicate: Any, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out with {len(self.counts)} keys"
+        def read_more() -> bool:
+            if predicate():
+                return True
             msg = self.consumer.poll(0.2)
-            if msg is None or msg.error() or msg.value() is None:
-                continue
-            ctx = SerializationContext(self.topic, MessageField.KEY)
-            self.counts[self.decode(msg.key(), ctx)["id"]] += 1
+            if msg is not None and not msg.error() and msg.value() is not None:
+                ctx = SerializationContext(self.topic, MessageField.KEY)
+                self.counts[self.decode(msg.key(), ctx)["id"]] += 1
+            return bool(predicate())
+
+        wait_for(
+            read_more, timeout, "the keys", every=0, detail=lambda: f"{len(self.counts)} keys read"
+        )
 
     def close(self) -> None:
         self.consumer.close()

@@ -8,8 +8,7 @@ import logging
 import re
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,6 +18,7 @@ import pytest
 from confluent_kafka import KafkaError
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import wait_for
 
 from bridge import __version__
 from bridge.config import Config
@@ -505,17 +505,6 @@ def test_monitor_silences_per_probe_request_logs(caplog: pytest.LogCaptureFixtur
 # --- live: a Pipeline scraped over HTTP ------------------------------------------------------
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)  # polling interval of a condition with a deadline
-
-
 def test_live_pipeline_metrics_and_health(
     stack: Any,
     pg_db: str,
@@ -550,7 +539,7 @@ def test_live_pipeline_metrics_and_health(
     base = f"http://127.0.0.1:{server.port}"
     try:
         worker.start()
-        wait_for("/readyz 200", lambda: httpx.get(f"{base}/readyz").status_code == 200)
+        wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "/readyz 200")
         assert httpx.get(f"{base}/healthz").status_code == 200
         row = pg_conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
         assert row is not None
@@ -567,7 +556,7 @@ def test_live_pipeline_metrics_and_health(
             counted = value(text, "bridge_events_total", table="public.t", op="d") == 1
             return text if counted and value(text, "bridge_open_transactions") == 0 else None
 
-        text = wait_for("the changes to be acknowledged", acknowledged)
+        text = wait_for(acknowledged, 60, "the changes to be acknowledged")
         assert value(text, "bridge_events_total", table="public.t", op="c") == 7
         assert value(text, "bridge_events_total", table="public.t", op="u") == 1
         assert value(text, "bridge_snapshot_rows_total", table="public.t") == 2
@@ -580,8 +569,9 @@ def test_live_pipeline_metrics_and_health(
             assert value(text, "bridge_connected", dependency=dep) == 1, dep
         assert value(text, "bridge_errors_total", stage="produce") == 0
         wait_for(
-            "a slot lag sample",
             lambda: value(httpx.get(f"{base}/metrics").text, "bridge_slot_lag_bytes") is not None,
+            60,
+            "a slot lag sample",
         )
         assert httpx.get(f"{base}/healthz").status_code == 200
     finally:

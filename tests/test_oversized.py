@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 from bridge.acks import AckTracker
 from bridge.config import Config
@@ -165,15 +166,6 @@ def _confirmed_at_least(conn: psycopg.Connection[Any], slot: str, lsn: str) -> b
     return bool(row and row[0])
 
 
-def _wait(condition: Any, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)  # polling a condition, not synchronising by time
-    return False
-
-
 def _read_json(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[Any]:
     consumer = Consumer(
         {
@@ -214,7 +206,9 @@ def test_stop_mode_names_table_and_key_and_holds_the_slot(
     running = _Running(cfg)
     try:
         first = _write(pg_conn, "INSERT INTO big VALUES (1, 'small')")
-        assert _wait(lambda: _confirmed_at_least(pg_conn, slot_name, first))
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, first), 60, f"the slot to pass {first}"
+        )
         inside_big = _write(pg_conn, BIG_ROW, (2,))
         running.thread.join(60)
         assert not running.thread.is_alive(), "the pipeline did not stop on the oversized row"
@@ -247,7 +241,9 @@ def test_dead_letter_mode_diverts_the_row_and_keeps_flowing(
         last = _write(pg_conn, "INSERT INTO big VALUES (2, 'small')")
         dead = _read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 1)
         rows = consume(cfg, small_topic, 1)
-        assert _wait(lambda: _confirmed_at_least(pg_conn, slot_name, last))
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
+        )
         assert running.error is None and running.thread.is_alive()
     finally:
         running.stop()

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+import waiting
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
@@ -200,14 +200,20 @@ class Bridge:
         return self.wait()
 
     def wait_for(self, what: str, check: Callable[[], bool], timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
+        """Wait until `check()`; fail at once if the bridge exits, and stop it on a timeout."""
+
+        def ready() -> bool:
+            if check():
+                return True
             if self.proc.poll() is not None:
                 pytest.fail(f"bridge exited ({self.proc.returncode}) before {what}:\n{self.stderr}")
-            if time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"timed out waiting for {what}; stderr:\n{self.stderr[-3000:]}")
-            time.sleep(0.2)  # polling interval of a condition with a deadline
+            return False
+
+        try:
+            waiting.wait_for(ready, timeout, what, every=0.2)
+        except AssertionError as timed_out:
+            self.stop()
+            pytest.fail(f"{timed_out}; stderr:\n{self.stderr[-3000:]}")
 
 
 def run_to_exit(tmp_path: Path, command: str, config: dict[str, Any]) -> tuple[int, str]:

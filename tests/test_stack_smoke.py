@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import psycopg
@@ -14,6 +13,7 @@ from confluent_kafka.cimpl import NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from waiting import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -52,18 +52,22 @@ def _consume_one(bootstrap: str, topic: str, timeout: float = 30.0) -> Any:
         }
     )
     consumer.subscribe([topic])
-    deadline = time.monotonic() + timeout
+    received: list[Any] = []
+
+    def one() -> bool:
+        msg = consumer.poll(1.0)
+        if msg is None:
+            return False
+        if msg.error():
+            raise KafkaException(msg.error())
+        received.append(msg)
+        return True
+
     try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            return msg
+        wait_for(one, timeout, f"a record on {topic}", every=0)
     finally:
         consumer.close()
-    pytest.fail(f"no record on {topic} within {timeout}s")
+    return received[0]
 
 
 def test_kafka_round_trip(kafka_bootstrap: str, topic_prefix: str) -> None:

@@ -8,9 +8,10 @@ their own connection, then `collect()` events until a transaction commits.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_for
 
 from bridge.config import Config
 from bridge.decode.messages import Relation, TupleData
@@ -74,14 +75,12 @@ class LiveSource:
     def collect(self, timeout: float = 30.0) -> list[Event]:
         """Events up to and including the next TxCommit; fails after `timeout` seconds."""
         events: list[Event] = []
-        deadline = time.monotonic() + timeout
         decode, feed = self.plugin.decode, self.assembler.feed
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no TxCommit within {timeout}s; got {events[-5:]}"
-            data = self.stream.read(min(remaining, 0.5))
+
+        def committed() -> bool:
+            data = self.stream.read(0.5)
             if data is None:
-                continue
+                return False
             raw = bytes(data.payload)
             msg = decode(raw)
             self.messages.append(msg)
@@ -89,7 +88,11 @@ class LiveSource:
                 events.append(event)
                 if type(event) is TxCommit:
                     self.stream.confirm(event.end_lsn)
-                    return events
+                    return True
+            return False
+
+        wait_for(committed, timeout, "a TxCommit", every=0, detail=lambda: f"got {events[-5:]}")
+        return events
 
     def close(self) -> None:
         self.assembler.close()

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from waiting import wait_for
 
 from bridge.decode.messages import (
     PG_EPOCH_OFFSET_US,
@@ -106,19 +107,22 @@ class Capture:
         self.events: list[tuple[int, Event]] = []
 
     def pump(self, until: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not until():
-            if time.monotonic() > deadline:
-                kinds = sorted({type(m).__name__ for m in self.messages})
-                raise AssertionError(f"condition not met in {timeout}s; message kinds: {kinds}")
+        def read_more() -> bool:
+            if until():
+                return True
             data = self.stream.read(0.2)
-            if data is None:
-                continue
-            raw = bytes(data.payload)
-            msg = self.decoder.decode(raw)
-            self.messages.append(msg)
-            for event in self.assembler.feed(msg, raw, data.wal_end):
-                self.events.append((len(self.messages) - 1, event))
+            if data is not None:
+                raw = bytes(data.payload)
+                msg = self.decoder.decode(raw)
+                self.messages.append(msg)
+                for event in self.assembler.feed(msg, raw, data.wal_end):
+                    self.events.append((len(self.messages) - 1, event))
+            return until()
+
+        def kinds() -> str:
+            return f"message kinds: {sorted({type(m).__name__ for m in self.messages})}"
+
+        wait_for(read_more, timeout, "the condition", every=0, detail=kinds)
 
     def committed(self, count: int) -> Callable[[], bool]:
         return lambda: len(self.transactions()) >= count

@@ -14,31 +14,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol
 
 import psycopg
 import yaml
+from waiting import wait_for
 
 from bridge.config import Config
 from bridge.lsn import LSN
 from bridge.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.05) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 def bridge_settings(

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from waiting import wait_for
 
 from bridge.lsn import LSN
 
@@ -106,16 +107,18 @@ class TopicReader:
         watch: Checkable | None = None,
     ) -> None:
         """Read until `done(records)`; fail at once if `watch` (the bridge) died."""
-        deadline = time.monotonic() + timeout
-        while not done(self.records):
+
+        def read_more() -> bool:
+            if done(self.records):
+                return True
             if watch is not None:
                 watch.check()
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out after {timeout:.0f}s waiting for {what} "
-                    f"({len(self.records)} records read)"
-                )
             self.poll(0.2)
+            return done(self.records)
+
+        wait_for(
+            read_more, timeout, what, every=0, detail=lambda: f"{len(self.records)} records read"
+        )
 
     def read_to_end(self, timeout: float = 60.0) -> None:
         """Read up to the high watermarks as they are now."""

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from waiting import wait_for
 
 from bridge.lsn import LSN
 
 from .helpers import (
     BridgeProcess,
     SlotMonitor,
-    wait_for,
     wait_slot_active,
     wait_slot_released,
 )

@@ -14,8 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from waiting import wait_for
 
-from .helpers import PipelineThread, SlotMonitor, insert_lsn, wait_for, wait_slot_active
+from .helpers import PipelineThread, SlotMonitor, insert_lsn, wait_slot_active
 from .ledger import LEDGER_DDL, LedgerWriter
 
 

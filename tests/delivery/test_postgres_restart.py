@@ -13,8 +13,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from waiting import wait_for
 
-from .helpers import BridgeProcess, SlotMonitor, slot_state, wait_for, wait_slot_active
+from .helpers import BridgeProcess, SlotMonitor, slot_state, wait_slot_active
 from .kafka_io import assert_acks_follow_appends
 from .ledger import (
     LedgerWriter,

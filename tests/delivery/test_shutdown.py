@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from waiting import wait_for
 
 from bridge.lsn import LSN
 
@@ -20,7 +21,6 @@ from .helpers import (
     SlotMonitor,
     insert_lsn,
     unacknowledged_transactions,
-    wait_for,
     wait_slot_active,
     wait_slot_released,
 )

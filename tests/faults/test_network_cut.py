@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import pytest
-from delivery.helpers import BridgeProcess, wait_for
+from delivery.helpers import BridgeProcess
 from delivery.kafka_io import Rec, assert_acks_follow_appends
 from delivery.ledger import completion_times, ledger_occurrences
+from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
 from .harness import acked, drain, ledger_stream, stop_bridge, warm_up

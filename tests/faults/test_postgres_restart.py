@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from delivery.helpers import BridgeProcess, wait_for
+from delivery.helpers import BridgeProcess
+from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
 from .harness import acked, drain, ledger_stream, stop_bridge, warm_up

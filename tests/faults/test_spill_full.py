@@ -17,7 +17,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, insert_lsn, wait_for, wait_slot_active
+from delivery.helpers import BridgeProcess, insert_lsn, wait_slot_active
+from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
 from .harness import acked, drain, ledger_topic, stop_bridge

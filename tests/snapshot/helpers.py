@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import psycopg
 import yaml
@@ -22,9 +22,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from delivery.helpers import bridge_settings, wait_for
+from delivery.helpers import bridge_settings
+from waiting import wait_for
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -81,21 +81,21 @@ class TopicReader:
             _, high = self._consumer.get_watermark_offsets(tp, timeout=10)
             ends[tp.partition] = high
         positions = self._positions
-        deadline = time.monotonic() + timeout
         while any(positions[p] + 1 < end for p, end in ends.items()):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"could not read {self.topic} to its end")
-            msg = self._consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            positions[msg.partition() or 0] = msg.offset() or 0
-            deadline = time.monotonic() + timeout
-            key = self._field(msg.key(), MessageField.KEY)
-            value = self._field(msg.value(), MessageField.VALUE)
-            self.records.append(Rec(key, value))
+            wait_for(self._read_one, timeout, f"the next record of {self.topic}", every=0)
         return self.records
+
+    def _read_one(self) -> bool:
+        msg = self._consumer.poll(0.2)
+        if msg is None:
+            return False
+        if msg.error():
+            raise KafkaException(msg.error())
+        self._positions[msg.partition() or 0] = msg.offset() or 0
+        key = self._field(msg.key(), MessageField.KEY)
+        value = self._field(msg.value(), MessageField.VALUE)
+        self.records.append(Rec(key, value))
+        return True
 
     def _field(self, raw: bytes | None, field: Any) -> Any:
         if raw is None:

@@ -7,8 +7,9 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+from waiting import wait_for
 
-from .helpers import TopicReader, Writer, make_table, same_state, wait_for
+from .helpers import TopicReader, Writer, make_table, same_state
 
 SIGNAL = "public.debezium_signal"
 

@@ -6,10 +6,11 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+from waiting import wait_for
 
 from bridge.lsn import LSN
 
-from .helpers import Writer, keyed_state, make_table, same_state, table_state, wait_for
+from .helpers import Writer, keyed_state, make_table, same_state, table_state
 
 ROWS = 20_000
 MILLION = 1_000_000

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from waiting import wait_for
 
 from bridge.lsn import LSN
 
-from .helpers import TopicReader, make_table, same_state, wait_for
+from .helpers import TopicReader, make_table, same_state
 
 ROWS = 10
 

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from waiting import wait_for
 
-from .helpers import BridgeProcess, make_table, same_state, wait_for
+from .helpers import BridgeProcess, make_table, same_state
 
 # 400 chunks: the kill, made once 6 are recorded, cannot miss the middle of the snapshot even
 # when the test process loses the CPU for a while (20,000 rows in 50 chunks once could).

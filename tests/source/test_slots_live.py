@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from waiting import wait_for
 
 from bridge.decode.messages import Begin, Commit, Insert
 from bridge.decode.pgoutput import PgoutputDecoder, pgoutput_options
@@ -34,14 +35,6 @@ def rc(conninfo: dict[str, Any]) -> Iterator[libpq.ReplicationConnection]:
     conn = libpq.ReplicationConnection(libpq.connect(conninfo, replication=True))
     yield conn
     conn.close()
-
-
-def wait_for(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def test_prerequisites_and_identify(rc: libpq.ReplicationConnection, pg_db: str) -> None:
@@ -115,12 +108,14 @@ def test_stream_round_trip_confirms_flush(
     stream = ReplicationStream(rc, StatusTracker(1.0))
     decoder = PgoutputDecoder(1)
     seen: list[object] = []
-    deadline = time.monotonic() + 30
-    while not any(isinstance(m, Commit) for m in seen):
-        assert time.monotonic() < deadline, f"no commit streamed, got {seen}"
+
+    def commit_seen() -> bool:
         data = stream.read(0.5)
         if data is not None:
             seen.append(decoder.decode(data.payload))
+        return any(isinstance(m, Commit) for m in seen)
+
+    wait_for(commit_seen, 30, "a streamed commit", every=0, detail=lambda: f"got {seen}")
     assert isinstance(seen[0], Begin)
     assert sum(isinstance(m, Insert) for m in seen) == 2
     commit = seen[-1]
@@ -135,7 +130,7 @@ def test_stream_round_trip_confirms_flush(
         ).fetchone()
         return row is not None and LSN.parse(str(row[0])) == commit.end_lsn
 
-    wait_for(confirmed)
+    wait_for(confirmed, 30, f"the slot to confirm {commit.end_lsn}")
     stream.close()
 
 
