@@ -602,102 +602,59 @@ TEXT_STREAM: list[tuple[str, Message]] = [
     ),
 ]
 
-# Send/recv values: the first transaction only.
+# Send/recv values: the first transaction only. Its Begin, Relation and Commit are
+# TEXT_STREAM's; the startup message and the row are this format's own.
+BINARY_STARTUP: tuple[str, Startup] = (
+    (
+        "53016d61785f70726f746f5f76657273696f6e0031006d696e5f70726f746f5f76657273696f6e003100636f"
+        "6c747970657300660070675f76657273696f6e5f6e756d003135303030320070675f76657273696f6e003135"
+        "2e32202844656269616e2031352e322d31290070675f63617476657273696f6e003230323230393036310064"
+        "617461626173655f656e636f64696e67005554463800656e636f64696e67005554463800666f72776172645f"
+        "6368616e67657365745f6f726967696e7300740077616c73656e6465725f7069640032313636320070676c6f"
+        "676963616c5f76657273696f6e00322e342e320070676c6f676963616c5f76657273696f6e5f6e756d003230"
+        "3430320062696e6172792e696e7465726e616c5f62617365747970657300660062696e6172792e62696e6172"
+        "795f62617365747970657300740062696e6172792e6261736574797065735f6d616a6f725f76657273696f6e"
+        "00313530300062696e6172792e73697a656f665f696e7400340062696e6172792e73697a656f665f6c6f6e67"
+        "00380062696e6172792e73697a656f665f646174756d00380062696e6172792e6d6178616c69676e00380062"
+        "696e6172792e626967656e6469616e00660062696e6172792e666c6f6174345f627976616c00660062696e61"
+        "72792e666c6f6174385f627976616c00740062696e6172792e696e74656765725f6461746574696d65730066"
+        "0062696e6172792e62696e6172795f70675f76657273696f6e0031353030006e6f5f7478696e666f006600"
+    ),
+    Startup(
+        version=1,
+        params={
+            "max_proto_version": "1",
+            "min_proto_version": "1",
+            "coltypes": "f",
+            "pg_version_num": "150002",
+            "pg_version": "15.2 (Debian 15.2-1)",
+            "pg_catversion": "202209061",
+            "database_encoding": "UTF8",
+            "encoding": "UTF8",
+            "forward_changeset_origins": "t",
+            "walsender_pid": "21662",
+            "pglogical_version": "2.4.2",
+            "pglogical_version_num": "20402",
+            "binary.internal_basetypes": "f",
+            "binary.binary_basetypes": "t",
+            "binary.basetypes_major_version": "1500",
+            "binary.sizeof_int": "4",
+            "binary.sizeof_long": "8",
+            "binary.sizeof_datum": "8",
+            "binary.maxalign": "8",
+            "binary.bigendian": "f",
+            "binary.float4_byval": "f",
+            "binary.float8_byval": "t",
+            "binary.integer_datetimes": "f",
+            "binary.binary_pg_version": "1500",
+            "no_txinfo": "f",
+        },
+    ),
+)
+
 BINARY_STREAM: list[tuple[str, Message]] = [
-    (
-        (
-            "53016d61785f70726f746f5f76657273696f6e0031006d696e5f70726f746f5f76657273696f6e003100636f"
-            "6c747970657300660070675f76657273696f6e5f6e756d003135303030320070675f76657273696f6e003135"
-            "2e32202844656269616e2031352e322d31290070675f63617476657273696f6e003230323230393036310064"
-            "617461626173655f656e636f64696e67005554463800656e636f64696e67005554463800666f72776172645f"
-            "6368616e67657365745f6f726967696e7300740077616c73656e6465725f7069640032313636320070676c6f"
-            "676963616c5f76657273696f6e00322e342e320070676c6f676963616c5f76657273696f6e5f6e756d003230"
-            "3430320062696e6172792e696e7465726e616c5f62617365747970657300660062696e6172792e62696e6172"
-            "795f62617365747970657300740062696e6172792e6261736574797065735f6d616a6f725f76657273696f6e"
-            "00313530300062696e6172792e73697a656f665f696e7400340062696e6172792e73697a656f665f6c6f6e67"
-            "00380062696e6172792e73697a656f665f646174756d00380062696e6172792e6d6178616c69676e00380062"
-            "696e6172792e626967656e6469616e00660062696e6172792e666c6f6174345f627976616c00660062696e61"
-            "72792e666c6f6174385f627976616c00740062696e6172792e696e74656765725f6461746574696d65730066"
-            "0062696e6172792e62696e6172795f70675f76657273696f6e0031353030006e6f5f7478696e666f006600"
-        ),
-        Startup(
-            version=1,
-            params={
-                "max_proto_version": "1",
-                "min_proto_version": "1",
-                "coltypes": "f",
-                "pg_version_num": "150002",
-                "pg_version": "15.2 (Debian 15.2-1)",
-                "pg_catversion": "202209061",
-                "database_encoding": "UTF8",
-                "encoding": "UTF8",
-                "forward_changeset_origins": "t",
-                "walsender_pid": "21662",
-                "pglogical_version": "2.4.2",
-                "pglogical_version_num": "20402",
-                "binary.internal_basetypes": "f",
-                "binary.binary_basetypes": "t",
-                "binary.basetypes_major_version": "1500",
-                "binary.sizeof_int": "4",
-                "binary.sizeof_long": "8",
-                "binary.sizeof_datum": "8",
-                "binary.maxalign": "8",
-                "binary.bigendian": "f",
-                "binary.float4_byval": "f",
-                "binary.float8_byval": "t",
-                "binary.integer_datetimes": "f",
-                "binary.binary_pg_version": "1500",
-                "no_txinfo": "f",
-            },
-        ),
-    ),
-    (
-        "42000000000001e5ddc8000303d31e3bb8cf00000301",
-        Begin(final_lsn=31841736, commit_ts=848630210345167, xid=769),
-    ),
-    (
-        (
-            "520000004175077075626c696300066974656d730041001843014e000369640043004e00056e616d65004300"
-            "4e00046269670043004e0006736d616c6c0043004e000670726963650043004e0006726174696f0043004e00"
-            "0372340043004e0005666c61670043004e0008637265617465640043004e000374730043004e000464617900"
-            "43004e0003746d0043004e00047569640043004e0004646f630043004e00036a730043004e00047261770043"
-            "004e0005746167730043004e0005696e74730043004e00086665656c696e670043004e000363680043004e00"
-            "0666697865640043004e000369760043004e0005616464720043004e0005626c6f6200"
-        ),
-        Relation(
-            xid=None,
-            oid=16757,
-            namespace="public",
-            name="items",
-            replica_identity="",
-            columns=(
-                Column(flags=1, name="id", type_oid=0, typmod=-1),
-                Column(flags=0, name="name", type_oid=0, typmod=-1),
-                Column(flags=0, name="big", type_oid=0, typmod=-1),
-                Column(flags=0, name="small", type_oid=0, typmod=-1),
-                Column(flags=0, name="price", type_oid=0, typmod=-1),
-                Column(flags=0, name="ratio", type_oid=0, typmod=-1),
-                Column(flags=0, name="r4", type_oid=0, typmod=-1),
-                Column(flags=0, name="flag", type_oid=0, typmod=-1),
-                Column(flags=0, name="created", type_oid=0, typmod=-1),
-                Column(flags=0, name="ts", type_oid=0, typmod=-1),
-                Column(flags=0, name="day", type_oid=0, typmod=-1),
-                Column(flags=0, name="tm", type_oid=0, typmod=-1),
-                Column(flags=0, name="uid", type_oid=0, typmod=-1),
-                Column(flags=0, name="doc", type_oid=0, typmod=-1),
-                Column(flags=0, name="js", type_oid=0, typmod=-1),
-                Column(flags=0, name="raw", type_oid=0, typmod=-1),
-                Column(flags=0, name="tags", type_oid=0, typmod=-1),
-                Column(flags=0, name="ints", type_oid=0, typmod=-1),
-                Column(flags=0, name="feeling", type_oid=0, typmod=-1),
-                Column(flags=0, name="ch", type_oid=0, typmod=-1),
-                Column(flags=0, name="fixed", type_oid=0, typmod=-1),
-                Column(flags=0, name="iv", type_oid=0, typmod=-1),
-                Column(flags=0, name="addr", type_oid=0, typmod=-1),
-                Column(flags=0, name="blob", type_oid=0, typmod=-1),
-            ),
-        ),
-    ),
+    BINARY_STARTUP,
+    *TEXT_STREAM[1:3],
     (
         (
             "4900000041754e5400186200000004000000016200000005666972737462000000080000000218711a006200"
@@ -798,13 +755,10 @@ BINARY_STREAM: list[tuple[str, Message]] = [
             ),
         ),
     ),
-    (
-        "43000000000001e5ddc80000000001e5ddf8000303d31e3bb8cf",
-        Commit(flags=0, commit_lsn=31841736, end_lsn=31841784, commit_ts=848630210345167),
-    ),
+    TEXT_STREAM[4],
 ]
 
-# Internal values (arrays fall back to send/recv): the first transaction only.
+# Internal values (arrays fall back to send/recv): the first transaction only, as above.
 INTERNAL_STREAM: list[tuple[str, Message]] = [
     (
         (
@@ -825,81 +779,13 @@ INTERNAL_STREAM: list[tuple[str, Message]] = [
         Startup(
             version=1,
             params={
-                "max_proto_version": "1",
-                "min_proto_version": "1",
-                "coltypes": "f",
-                "pg_version_num": "150002",
-                "pg_version": "15.2 (Debian 15.2-1)",
-                "pg_catversion": "202209061",
-                "database_encoding": "UTF8",
-                "encoding": "UTF8",
-                "forward_changeset_origins": "t",
+                **BINARY_STARTUP[1].params,
                 "walsender_pid": "22052",
-                "pglogical_version": "2.4.2",
-                "pglogical_version_num": "20402",
                 "binary.internal_basetypes": "t",
-                "binary.binary_basetypes": "t",
-                "binary.basetypes_major_version": "1500",
-                "binary.sizeof_int": "4",
-                "binary.sizeof_long": "8",
-                "binary.sizeof_datum": "8",
-                "binary.maxalign": "8",
-                "binary.bigendian": "f",
-                "binary.float4_byval": "f",
-                "binary.float8_byval": "t",
-                "binary.integer_datetimes": "f",
-                "binary.binary_pg_version": "1500",
-                "no_txinfo": "f",
             },
         ),
     ),
-    (
-        "42000000000001e5ddc8000303d31e3bb8cf00000301",
-        Begin(final_lsn=31841736, commit_ts=848630210345167, xid=769),
-    ),
-    (
-        (
-            "520000004175077075626c696300066974656d730041001843014e000369640043004e00056e616d65004300"
-            "4e00046269670043004e0006736d616c6c0043004e000670726963650043004e0006726174696f0043004e00"
-            "0372340043004e0005666c61670043004e0008637265617465640043004e000374730043004e000464617900"
-            "43004e0003746d0043004e00047569640043004e0004646f630043004e00036a730043004e00047261770043"
-            "004e0005746167730043004e0005696e74730043004e00086665656c696e670043004e000363680043004e00"
-            "0666697865640043004e000369760043004e0005616464720043004e0005626c6f6200"
-        ),
-        Relation(
-            xid=None,
-            oid=16757,
-            namespace="public",
-            name="items",
-            replica_identity="",
-            columns=(
-                Column(flags=1, name="id", type_oid=0, typmod=-1),
-                Column(flags=0, name="name", type_oid=0, typmod=-1),
-                Column(flags=0, name="big", type_oid=0, typmod=-1),
-                Column(flags=0, name="small", type_oid=0, typmod=-1),
-                Column(flags=0, name="price", type_oid=0, typmod=-1),
-                Column(flags=0, name="ratio", type_oid=0, typmod=-1),
-                Column(flags=0, name="r4", type_oid=0, typmod=-1),
-                Column(flags=0, name="flag", type_oid=0, typmod=-1),
-                Column(flags=0, name="created", type_oid=0, typmod=-1),
-                Column(flags=0, name="ts", type_oid=0, typmod=-1),
-                Column(flags=0, name="day", type_oid=0, typmod=-1),
-                Column(flags=0, name="tm", type_oid=0, typmod=-1),
-                Column(flags=0, name="uid", type_oid=0, typmod=-1),
-                Column(flags=0, name="doc", type_oid=0, typmod=-1),
-                Column(flags=0, name="js", type_oid=0, typmod=-1),
-                Column(flags=0, name="raw", type_oid=0, typmod=-1),
-                Column(flags=0, name="tags", type_oid=0, typmod=-1),
-                Column(flags=0, name="ints", type_oid=0, typmod=-1),
-                Column(flags=0, name="feeling", type_oid=0, typmod=-1),
-                Column(flags=0, name="ch", type_oid=0, typmod=-1),
-                Column(flags=0, name="fixed", type_oid=0, typmod=-1),
-                Column(flags=0, name="iv", type_oid=0, typmod=-1),
-                Column(flags=0, name="addr", type_oid=0, typmod=-1),
-                Column(flags=0, name="blob", type_oid=0, typmod=-1),
-            ),
-        ),
-    ),
+    *TEXT_STREAM[1:3],
     (
         (
             "4900000041754e54001869000000040100000069000000060d66697273746900000008001a71180200000069"
@@ -1037,8 +923,5 @@ INTERNAL_STREAM: list[tuple[str, Message]] = [
             ),
         ),
     ),
-    (
-        "43000000000001e5ddc80000000001e5ddf8000303d31e3bb8cf",
-        Commit(flags=0, commit_lsn=31841736, end_lsn=31841784, commit_ts=848630210345167),
-    ),
+    TEXT_STREAM[4],
 ]

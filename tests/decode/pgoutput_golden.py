@@ -7,7 +7,9 @@ Options: V1_TEXT proto 1 + messages; V2_TEXT_STREAM proto 2 + messages + streami
 (only the part from the first Stream Start; the earlier bytes equal V1_TEXT's);
 V3_BINARY_ALL proto 3 + binary + messages + streaming + two_phase. Each list is the
 stream in server order, minus most of the 1000-row filler inserts into t_stream
-(the first one after each Begin / first Stream Start is kept).
+(the first one after each Begin / first Stream Start is kept). V3_BINARY_ALL is
+written as what it adds to the text captures: their row messages in binary
+(`_binary_rows`) and the two-phase messages.
 
 Workload (xids from txid_current(), OIDs from ::regclass / ::regtype, see FACTS):
 insert two t_pk rows (one with a 6400-byte EXTERNAL-storage text, BIG), update a
@@ -989,335 +991,183 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
     ),
 ]
 
+
+def _binary_rows(
+    text: list[tuple[str, Message]], rows: list[tuple[str, Message]]
+) -> list[tuple[str, Message]]:
+    """`text` with its row messages (Insert, Update, Delete) replaced, in order, by `rows`.
+
+    With binary = true the server sends the same stream but for the row messages'
+    values, so V3_BINARY_ALL lists only those and takes everything else from the
+    text captures.
+    """
+    replacements = iter(rows)
+    out = [
+        next(replacements) if isinstance(msg, Insert | Update | Delete) else (hx, msg)
+        for hx, msg in text
+    ]
+    assert next(replacements, None) is None, "more binary rows than row messages"
+    return out
+
+
 V3_BINARY_ALL: list[tuple[str, Message]] = [
-    (
-        "42000000000153d2b8000303d31d508d3f000002d6",
-        Begin(final_lsn=22270648, commit_ts=848630194933055, xid=726),
-    ),
-    (
-        "59000040017075626c6963006d6f6f6400",
-        TypeMessage(xid=None, oid=16385, namespace="public", name="mood"),
-    ),
-    (
-        (
-            "52000040077075626c696300745f706b006400060169640000000017ffffffff006e616d65000000"
-            "0019ffffffff00616d6f756e7400000006a4000a0006006269670000000019ffffffff006d000000"
-            "4001ffffffff00666c61670000000010ffffffff"
-        ),
-        Relation(
-            xid=None,
-            oid=16391,
-            namespace="public",
-            name="t_pk",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="name", type_oid=25, typmod=-1),
-                Column(flags=0, name="amount", type_oid=1700, typmod=655366),
-                Column(flags=0, name="big", type_oid=25, typmod=-1),
-                Column(flags=0, name="m", type_oid=16385, typmod=-1),
-                Column(flags=0, name="flag", type_oid=16, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000040074e00066200000004000000016200000005616c706861620000000c0002000000000002"
-            "000c13886200001900"
-        )
-        + BIG.hex()
-        + "62000000056861707079620000000101",
-        Insert(
-            xid=None,
-            relid=16391,
-            new=TupleData(
-                kinds=b"bbbbbb",
-                values=(
-                    b"\x00\x00\x00\x01",
-                    b"alpha",
-                    b"\x00\x02\x00\x00\x00\x00\x00\x02\x00\x0c\x13\x88",
-                    BIG,
-                    b"happy",
-                    b"\x01",
+    # V1_TEXT up to the first prepared transaction (which V1 sees only once committed).
+    *_binary_rows(
+        V1_TEXT[:37],
+        [
+            (
+                (
+                    "49000040074e00066200000004000000016200000005616c706861620000000c0002000000000002"
+                    "000c13886200001900"
+                )
+                + BIG.hex()
+                + "62000000056861707079620000000101",
+                Insert(
+                    xid=None,
+                    relid=16391,
+                    new=TupleData(
+                        kinds=b"bbbbbb",
+                        values=(
+                            b"\x00\x00\x00\x01",
+                            b"alpha",
+                            b"\x00\x02\x00\x00\x00\x00\x00\x02\x00\x0c\x13\x88",
+                            BIG,
+                            b"happy",
+                            b"\x01",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        (
-            "49000040074e00066200000004000000026e620000000a000100004000000200036200000005736d"
-            "616c6c6e620000000100"
-        ),
-        Insert(
-            xid=None,
-            relid=16391,
-            new=TupleData(
-                kinds=b"bnbbnb",
-                values=(
-                    b"\x00\x00\x00\x02",
-                    None,
-                    b"\x00\x01\x00\x00@\x00\x00\x02\x00\x03",
-                    b"small",
-                    None,
-                    b"\x00",
+            (
+                (
+                    "49000040074e00066200000004000000026e620000000a000100004000000200036200000005736d"
+                    "616c6c6e620000000100"
+                ),
+                Insert(
+                    xid=None,
+                    relid=16391,
+                    new=TupleData(
+                        kinds=b"bnbbnb",
+                        values=(
+                            b"\x00\x00\x00\x02",
+                            None,
+                            b"\x00\x01\x00\x00@\x00\x00\x02\x00\x03",
+                            b"small",
+                            None,
+                            b"\x00",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "4300000000000153d2b8000000000153d2e8000303d31d508d3f",
-        Commit(flags=0, commit_lsn=22270648, end_lsn=22270696, commit_ts=848630194933055),
-    ),
-    (
-        "42000000000153d390000303d31d508f7a000002d7",
-        Begin(final_lsn=22270864, commit_ts=848630194933626, xid=727),
-    ),
-    (
-        (
-            "55000040074e0006620000000400000001620000000462657461620000000c000200000000000200"
-            "0c13887562000000056861707079620000000101"
-        ),
-        Update(
-            xid=None,
-            relid=16391,
-            old_kind="",
-            old=None,
-            new=TupleData(
-                kinds=b"bbbubb",
-                values=(
-                    b"\x00\x00\x00\x01",
-                    b"beta",
-                    b"\x00\x02\x00\x00\x00\x00\x00\x02\x00\x0c\x13\x88",
-                    None,
-                    b"happy",
-                    b"\x01",
+            (
+                (
+                    "55000040074e0006620000000400000001620000000462657461620000000c000200000000000200"
+                    "0c13887562000000056861707079620000000101"
+                ),
+                Update(
+                    xid=None,
+                    relid=16391,
+                    old_kind="",
+                    old=None,
+                    new=TupleData(
+                        kinds=b"bbbubb",
+                        values=(
+                            b"\x00\x00\x00\x01",
+                            b"beta",
+                            b"\x00\x02\x00\x00\x00\x00\x00\x02\x00\x0c\x13\x88",
+                            None,
+                            b"happy",
+                            b"\x01",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "4300000000000153d390000000000153d3c0000303d31d508f7a",
-        Commit(flags=0, commit_lsn=22270864, end_lsn=22270912, commit_ts=848630194933626),
-    ),
-    (
-        "42000000000153d460000303d31d50902f000002d8",
-        Begin(final_lsn=22271072, commit_ts=848630194933807, xid=728),
-    ),
-    (
-        (
-            "55000040074b00066200000004000000026e6e6e6e6e4e000662000000040000000a6e620000000a"
-            "000100004000000200036200000005736d616c6c6e620000000100"
-        ),
-        Update(
-            xid=None,
-            relid=16391,
-            old_kind="K",
-            old=TupleData(
-                kinds=b"bnnnnn", values=(b"\x00\x00\x00\x02", None, None, None, None, None)
-            ),
-            new=TupleData(
-                kinds=b"bnbbnb",
-                values=(
-                    b"\x00\x00\x00\n",
-                    None,
-                    b"\x00\x01\x00\x00@\x00\x00\x02\x00\x03",
-                    b"small",
-                    None,
-                    b"\x00",
+            (
+                (
+                    "55000040074b00066200000004000000026e6e6e6e6e4e000662000000040000000a6e620000000a"
+                    "000100004000000200036200000005736d616c6c6e620000000100"
+                ),
+                Update(
+                    xid=None,
+                    relid=16391,
+                    old_kind="K",
+                    old=TupleData(
+                        kinds=b"bnnnnn", values=(b"\x00\x00\x00\x02", None, None, None, None, None)
+                    ),
+                    new=TupleData(
+                        kinds=b"bnbbnb",
+                        values=(
+                            b"\x00\x00\x00\n",
+                            None,
+                            b"\x00\x01\x00\x00@\x00\x00\x02\x00\x03",
+                            b"small",
+                            None,
+                            b"\x00",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "4300000000000153d460000000000153d490000303d31d50902f",
-        Commit(flags=0, commit_lsn=22271072, end_lsn=22271120, commit_ts=848630194933807),
-    ),
-    (
-        "42000000000153d4d0000303d31d5090be000002d9",
-        Begin(final_lsn=22271184, commit_ts=848630194933950, xid=729),
-    ),
-    (
-        "44000040074b000662000000040000000a6e6e6e6e6e",
-        Delete(
-            xid=None,
-            relid=16391,
-            old_kind="K",
-            old=TupleData(
-                kinds=b"bnnnnn", values=(b"\x00\x00\x00\n", None, None, None, None, None)
+            (
+                "44000040074b000662000000040000000a6e6e6e6e6e",
+                Delete(
+                    xid=None,
+                    relid=16391,
+                    old_kind="K",
+                    old=TupleData(
+                        kinds=b"bnnnnn", values=(b"\x00\x00\x00\n", None, None, None, None, None)
+                    ),
+                ),
             ),
-        ),
-    ),
-    (
-        "4300000000000153d4d0000000000153d500000303d31d5090be",
-        Commit(flags=0, commit_lsn=22271184, end_lsn=22271232, commit_ts=848630194933950),
-    ),
-    (
-        "42000000000153d5f0000303d31d5091eb000002da",
-        Begin(final_lsn=22271472, commit_ts=848630194934251, xid=730),
-    ),
-    (
-        (
-            "520000400e7075626c696300745f66756c6c006600020169640000000017ffffffff016e6f746500"
-            "0000041300000018"
-        ),
-        Relation(
-            xid=None,
-            oid=16398,
-            namespace="public",
-            name="t_full",
-            replica_identity="f",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=1, name="note", type_oid=1043, typmod=24),
+            (
+                "490000400e4e00026200000004000000076200000005736576656e",
+                Insert(
+                    xid=None,
+                    relid=16398,
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"seven")),
+                ),
             ),
-        ),
-    ),
-    (
-        "490000400e4e00026200000004000000076200000005736576656e",
-        Insert(
-            xid=None,
-            relid=16398,
-            new=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"seven")),
-        ),
-    ),
-    (
-        (
-            "550000400e4f00026200000004000000076200000005736576656e4e000262000000040000000762"
-            "00000005534556454e"
-        ),
-        Update(
-            xid=None,
-            relid=16398,
-            old_kind="O",
-            old=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"seven")),
-            new=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"SEVEN")),
-        ),
-    ),
-    (
-        "440000400e4f00026200000004000000076200000005534556454e",
-        Delete(
-            xid=None,
-            relid=16398,
-            old_kind="O",
-            old=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"SEVEN")),
-        ),
-    ),
-    (
-        "4300000000000153d5f0000000000153d620000303d31d5091eb",
-        Commit(flags=0, commit_lsn=22271472, end_lsn=22271520, commit_ts=848630194934251),
-    ),
-    (
-        "42000000000153de70000303d31d509409000002db",
-        Begin(final_lsn=22273648, commit_ts=848630194934793, xid=731),
-    ),
-    (
-        "52000040187075626c696300745f7472756e63006400010169640000000017ffffffff",
-        Relation(
-            xid=None,
-            oid=16408,
-            namespace="public",
-            name="t_trunc",
-            replica_identity="d",
-            columns=(Column(flags=1, name="id", type_oid=23, typmod=-1),),
-        ),
-    ),
-    (
-        (
-            "520000400e7075626c696300745f66756c6c006600020169640000000017ffffffff016e6f746500"
-            "0000041300000018"
-        ),
-        Relation(
-            xid=None,
-            oid=16398,
-            namespace="public",
-            name="t_full",
-            replica_identity="f",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=1, name="note", type_oid=1043, typmod=24),
+            (
+                (
+                    "550000400e4f00026200000004000000076200000005736576656e4e000262000000040000000762"
+                    "00000005534556454e"
+                ),
+                Update(
+                    xid=None,
+                    relid=16398,
+                    old_kind="O",
+                    old=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"seven")),
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"SEVEN")),
+                ),
             ),
-        ),
-    ),
-    (
-        "540000000203000040180000400e",
-        Truncate(xid=None, options=3, relids=(16408, 16398)),
-    ),
-    (
-        "4300000000000153de70000000000153df80000303d31d509409",
-        Commit(flags=0, commit_lsn=22273648, end_lsn=22273920, commit_ts=848630194934793),
-    ),
-    (
-        "4d00000000000153e00070667832000000000300ff01",
-        LogicalMessage(
-            xid=None, transactional=False, lsn=22274048, prefix="pfx2", content=b"\x00\xff\x01"
-        ),
-    ),
-    (
-        "42000000000153e100000303d31d5099b1000002dc",
-        Begin(final_lsn=22274304, commit_ts=848630194936241, xid=732),
-    ),
-    (
-        "4d01000000000153dfc0706678000000000568656c6c6f",
-        LogicalMessage(xid=None, transactional=True, lsn=22273984, prefix="pfx", content=b"hello"),
-    ),
-    (
-        (
-            "520000401d7075626c69630074c3a45fc3bc6ec3af006400020169640000000017ffffffff0063c3"
-            "b66c756d6e0000000019ffffffff"
-        ),
-        Relation(
-            xid=None,
-            oid=16413,
-            namespace="public",
-            name="tä_ünï",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="cölumn", type_oid=25, typmod=-1),
+            (
+                "440000400e4f00026200000004000000076200000005534556454e",
+                Delete(
+                    xid=None,
+                    relid=16398,
+                    old_kind="O",
+                    old=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x07", b"SEVEN")),
+                ),
             ),
-        ),
-    ),
-    (
-        "490000401d4e0002620000000400000001620000000b6772c3bcc39f6520e29c93",
-        Insert(
-            xid=None,
-            relid=16413,
-            new=TupleData(
-                kinds=b"bb", values=(b"\x00\x00\x00\x01", b"gr\xc3\xbc\xc3\x9fe \xe2\x9c\x93")
+            (
+                "490000401d4e0002620000000400000001620000000b6772c3bcc39f6520e29c93",
+                Insert(
+                    xid=None,
+                    relid=16413,
+                    new=TupleData(
+                        kinds=b"bb",
+                        values=(b"\x00\x00\x00\x01", b"gr\xc3\xbc\xc3\x9fe \xe2\x9c\x93"),
+                    ),
+                ),
             ),
-        ),
+            (
+                "49000040184e000162000000040000002a",
+                Insert(
+                    xid=None, relid=16408, new=TupleData(kinds=b"b", values=(b"\x00\x00\x00*",))
+                ),
+            ),
+        ],
     ),
-    (
-        "4300000000000153e100000000000153e130000303d31d5099b1",
-        Commit(flags=0, commit_lsn=22274304, end_lsn=22274352, commit_ts=848630194936241),
-    ),
-    (
-        "42000000000153e2100002b0ec8515f340000002dd",
-        Begin(final_lsn=22274576, commit_ts=757479845000000, xid=733),
-    ),
-    (
-        "4f0000000000abcdef7372635f6f726967696e00",
-        Origin(commit_lsn=11259375, name="src_origin"),
-    ),
-    (
-        "52000040187075626c696300745f7472756e63006400010169640000000017ffffffff",
-        Relation(
-            xid=None,
-            oid=16408,
-            namespace="public",
-            name="t_trunc",
-            replica_identity="d",
-            columns=(Column(flags=1, name="id", type_oid=23, typmod=-1),),
-        ),
-    ),
-    (
-        "49000040184e000162000000040000002a",
-        Insert(xid=None, relid=16408, new=TupleData(kinds=b"b", values=(b"\x00\x00\x00*",))),
-    ),
-    (
-        "4300000000000153e210000000000153e2580002b0ec8515f340",
-        Commit(flags=0, commit_lsn=22274576, end_lsn=22274648, commit_ts=757479845000000),
-    ),
+    # Two-phase transactions, decoded as such only here (two_phase=true).
     (
         "62000000000153e2d8000000000153e3d8000303d31d509ba3000002de6769645f636f6d6d697400",
         BeginPrepare(
@@ -1394,489 +1244,177 @@ V3_BINARY_ALL: list[tuple[str, Message]] = [
             gid="gid_rollback",
         ),
     ),
-    (
-        "53000002e001",
-        StreamStart(xid=736, first_segment=True),
-    ),
-    (
-        "4d000002e001000000000153e618737066780000000009696e2073747265616d",
-        LogicalMessage(
-            xid=736, transactional=True, lsn=22275608, prefix="spfx", content=b"in stream"
-        ),
-    ),
-    (
-        "59000002e0000040017075626c6963006d6f6f6400",
-        TypeMessage(xid=736, oid=16385, namespace="public", name="mood"),
-    ),
-    (
-        (
-            "52000002e0000040077075626c696300745f706b006400060169640000000017ffffffff006e616d"
-            "650000000019ffffffff00616d6f756e7400000006a4000a0006006269670000000019ffffffff00"
-            "6d0000004001ffffffff00666c61670000000010ffffffff"
-        ),
-        Relation(
-            xid=736,
-            oid=16391,
-            namespace="public",
-            name="t_pk",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="name", type_oid=25, typmod=-1),
-                Column(flags=0, name="amount", type_oid=1700, typmod=655366),
-                Column(flags=0, name="big", type_oid=25, typmod=-1),
-                Column(flags=0, name="m", type_oid=16385, typmod=-1),
-                Column(flags=0, name="flag", type_oid=16, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000002e0000040074e0006620000000400000003620000000567616d6d61620000000a00010000"
-            "00000002000162000000016262000000026f6b6e"
-        ),
-        Insert(
-            xid=736,
-            relid=16391,
-            new=TupleData(
-                kinds=b"bbbbbn",
-                values=(
-                    b"\x00\x00\x00\x03",
-                    b"gamma",
-                    b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
-                    b"b",
-                    b"ok",
-                    None,
+    # V2_TEXT_STREAM up to the last transaction, again with binary rows ...
+    *_binary_rows(
+        V2_TEXT_STREAM[:-1],
+        [
+            (
+                (
+                    "49000002e0000040074e0006620000000400000003620000000567616d6d61620000000a00010000"
+                    "00000002000162000000016262000000026f6b6e"
+                ),
+                Insert(
+                    xid=736,
+                    relid=16391,
+                    new=TupleData(
+                        kinds=b"bbbbbn",
+                        values=(
+                            b"\x00\x00\x00\x03",
+                            b"gamma",
+                            b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
+                            b"b",
+                            b"ok",
+                            None,
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        (
-            "55000002e0000040074e0006620000000400000003620000000547414d4d41620000000a00010000"
-            "00000002000162000000016262000000026f6b6e"
-        ),
-        Update(
-            xid=736,
-            relid=16391,
-            old_kind="",
-            old=None,
-            new=TupleData(
-                kinds=b"bbbbbn",
-                values=(
-                    b"\x00\x00\x00\x03",
-                    b"GAMMA",
-                    b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
-                    b"b",
-                    b"ok",
-                    None,
+            (
+                (
+                    "55000002e0000040074e0006620000000400000003620000000547414d4d41620000000a00010000"
+                    "00000002000162000000016262000000026f6b6e"
+                ),
+                Update(
+                    xid=736,
+                    relid=16391,
+                    old_kind="",
+                    old=None,
+                    new=TupleData(
+                        kinds=b"bbbbbn",
+                        values=(
+                            b"\x00\x00\x00\x03",
+                            b"GAMMA",
+                            b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
+                            b"b",
+                            b"ok",
+                            None,
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        (
-            "55000002e0000040074b00066200000004000000036e6e6e6e6e4e00066200000004000000046200"
-            "00000547414d4d41620000000a0001000000000002000162000000016262000000026f6b6e"
-        ),
-        Update(
-            xid=736,
-            relid=16391,
-            old_kind="K",
-            old=TupleData(
-                kinds=b"bnnnnn", values=(b"\x00\x00\x00\x03", None, None, None, None, None)
-            ),
-            new=TupleData(
-                kinds=b"bbbbbn",
-                values=(
-                    b"\x00\x00\x00\x04",
-                    b"GAMMA",
-                    b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
-                    b"b",
-                    b"ok",
-                    None,
+            (
+                (
+                    "55000002e0000040074b00066200000004000000036e6e6e6e6e4e00066200000004000000046200"
+                    "00000547414d4d41620000000a0001000000000002000162000000016262000000026f6b6e"
+                ),
+                Update(
+                    xid=736,
+                    relid=16391,
+                    old_kind="K",
+                    old=TupleData(
+                        kinds=b"bnnnnn", values=(b"\x00\x00\x00\x03", None, None, None, None, None)
+                    ),
+                    new=TupleData(
+                        kinds=b"bbbbbn",
+                        values=(
+                            b"\x00\x00\x00\x04",
+                            b"GAMMA",
+                            b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x01",
+                            b"b",
+                            b"ok",
+                            None,
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "44000002e0000040074b00066200000004000000046e6e6e6e6e",
-        Delete(
-            xid=736,
-            relid=16391,
-            old_kind="K",
-            old=TupleData(
-                kinds=b"bnnnnn", values=(b"\x00\x00\x00\x04", None, None, None, None, None)
-            ),
-        ),
-    ),
-    (
-        "52000002e0000040187075626c696300745f7472756e63006400010169640000000017ffffffff",
-        Relation(
-            xid=736,
-            oid=16408,
-            namespace="public",
-            name="t_trunc",
-            replica_identity="d",
-            columns=(Column(flags=1, name="id", type_oid=23, typmod=-1),),
-        ),
-    ),
-    (
-        "54000002e0000000010000004018",
-        Truncate(xid=736, options=0, relids=(16408,)),
-    ),
-    (
-        (
-            "52000002e0000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
-            "007061796c6f61640000000019ffffffff"
-        ),
-        Relation(
-            xid=736,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000002e0000040114e000262000000040000000162000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=736,
-            relid=16401,
-            new=TupleData(
-                kinds=b"bb",
-                values=(
-                    b"\x00\x00\x00\x01",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            (
+                "44000002e0000040074b00066200000004000000046e6e6e6e6e",
+                Delete(
+                    xid=736,
+                    relid=16391,
+                    old_kind="K",
+                    old=TupleData(
+                        kinds=b"bnnnnn", values=(b"\x00\x00\x00\x04", None, None, None, None, None)
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "63000002e000000000000158f940000000000158fa10000303d31d50a433",
-        StreamCommit(
-            xid=736, flags=0, commit_lsn=22608192, end_lsn=22608400, commit_ts=848630194938931
-        ),
-    ),
-    (
-        "53000002e101",
-        StreamStart(xid=737, first_segment=True),
-    ),
-    (
-        (
-            "52000002e1000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
-            "007061796c6f61640000000019ffffffff"
-        ),
-        Relation(
-            xid=737,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000002e1000040114e00026200000004000007d162000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=737,
-            relid=16401,
-            new=TupleData(
-                kinds=b"bb",
-                values=(
-                    b"\x00\x00\x07\xd1",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            (
+                (
+                    "49000002e0000040114e000262000000040000000162000000c87878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "7878787878787878787878787878787878787878787878787878"
+                ),
+                Insert(
+                    xid=736,
+                    relid=16401,
+                    new=TupleData(
+                        kinds=b"bb",
+                        values=(
+                            b"\x00\x00\x00\x01",
+                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "41000002e1000002e1",
-        StreamAbort(xid=737, subxid=737, abort_lsn=None, abort_ts=None),
-    ),
-    (
-        "53000002e201",
-        StreamStart(xid=738, first_segment=True),
-    ),
-    (
-        (
-            "52000002e2000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
-            "007061796c6f61640000000019ffffffff"
-        ),
-        Relation(
-            xid=738,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000002e2000040114e0002620000000400000bb962000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=738,
-            relid=16401,
-            new=TupleData(
-                kinds=b"bb",
-                values=(
-                    b"\x00\x00\x0b\xb9",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            (
+                (
+                    "49000002e1000040114e00026200000004000007d162000000c87878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "7878787878787878787878787878787878787878787878787878"
+                ),
+                Insert(
+                    xid=737,
+                    relid=16401,
+                    new=TupleData(
+                        kinds=b"bb",
+                        values=(
+                            b"\x00\x00\x07\xd1",
+                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                        ),
+                    ),
                 ),
             ),
-        ),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "41000002e2000002e3",
-        StreamAbort(xid=738, subxid=739, abort_lsn=None, abort_ts=None),
-    ),
-    (
-        "63000002e20000000000016822300000000001682260000303d31d50bb97",
-        StreamCommit(
-            xid=738, flags=0, commit_lsn=23601712, end_lsn=23601760, commit_ts=848630194944919
-        ),
-    ),
-    (
-        "53000002e401",
-        StreamStart(xid=740, first_segment=True),
-    ),
-    (
-        (
-            "52000002e4000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
-            "007061796c6f61640000000019ffffffff"
-        ),
-        Relation(
-            xid=740,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
-    ),
-    (
-        (
-            "49000002e4000040114e000262000000040000138962000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=740,
-            relid=16401,
-            new=TupleData(
-                kinds=b"bb",
-                values=(
-                    b"\x00\x00\x13\x89",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            (
+                (
+                    "49000002e2000040114e0002620000000400000bb962000000c87878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "7878787878787878787878787878787878787878787878787878"
+                ),
+                Insert(
+                    xid=738,
+                    relid=16401,
+                    new=TupleData(
+                        kinds=b"bb",
+                        values=(
+                            b"\x00\x00\x0b\xb9",
+                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                        ),
+                    ),
                 ),
             ),
-        ),
+            (
+                (
+                    "49000002e4000040114e000262000000040000138962000000c87878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
+                    "7878787878787878787878787878787878787878787878787878"
+                ),
+                Insert(
+                    xid=740,
+                    relid=16401,
+                    new=TupleData(
+                        kinds=b"bb",
+                        values=(
+                            b"\x00\x00\x13\x89",
+                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+                        ),
+                    ),
+                ),
+            ),
+        ],
     ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
+    # ... whose end is a streamed PREPARE and its COMMIT PREPARED here, not a StreamCommit.
     (
         "700000000000016d304800000000016d3148000303d31d50c1d9000002e46769645f73747265616d00",
         StreamPrepare(
