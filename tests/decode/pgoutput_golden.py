@@ -57,6 +57,9 @@ from bridge.decode.messages import (
 BIG = "".join(hashlib.md5(str(i).encode()).hexdigest() for i in range(1, 201)).encode()
 """`SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i`"""
 
+PAD = b"x" * 200
+"""The text column of every filler row of t_stream (`repeat('x', 200)`)."""
+
 FACTS = {
     "oid_t_pk": 16391,
     "oid_t_full": 16398,
@@ -449,25 +452,8 @@ V1_TEXT: list[tuple[str, Message]] = [
         ),
     ),
     (
-        (
-            "49000040114e000274000000013174000000c8787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=None,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"1",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000040114e000274000000013174000000c8" + PAD.hex(),
+        Insert(xid=None, relid=16401, new=TupleData(kinds=b"tt", values=(b"1", PAD))),
     ),
     (
         "4300000000000158f940000000000158fa10000303d31d50a433",
@@ -478,25 +464,8 @@ V1_TEXT: list[tuple[str, Message]] = [
         Begin(final_lsn=23601712, commit_ts=848630194944919, xid=738),
     ),
     (
-        (
-            "49000040114e000274000000043330303174000000c8787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=None,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"3001",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000040114e000274000000043330303174000000c8" + PAD.hex(),
+        Insert(xid=None, relid=16401, new=TupleData(kinds=b"tt", values=(b"3001", PAD))),
     ),
     (
         "430000000000016822300000000001682260000303d31d50bb97",
@@ -507,31 +476,21 @@ V1_TEXT: list[tuple[str, Message]] = [
         Begin(final_lsn=23933256, commit_ts=848630194946707, xid=740),
     ),
     (
-        (
-            "49000040114e000274000000043530303174000000c8787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=None,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"5001",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000040114e000274000000043530303174000000c8" + PAD.hex(),
+        Insert(xid=None, relid=16401, new=TupleData(kinds=b"tt", values=(b"5001", PAD))),
     ),
     (
         "430000000000016d314800000000016d3188000303d31d50c293",
         Commit(flags=0, commit_lsn=23933256, end_lsn=23933320, commit_ts=848630194946707),
     ),
 ]
+
+
+def _later_segments(hx: str, xid: int, count: int) -> list[tuple[str, Message]]:
+    """`count` further segments of streamed transaction `xid` whose rows were all filler
+    (dropped): a Stream Start (bytes `hx`) and a Stream Stop each."""
+    return [(hx, StreamStart(xid=xid, first_segment=False)), ("45", StreamStop())] * count
+
 
 V2_TEXT_STREAM: list[tuple[str, Message]] = [
     (
@@ -649,70 +608,14 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
         ),
     ),
     (
-        (
-            "49000002e0000040114e000274000000013174000000c87878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=736,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"1",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000002e0000040114e000274000000013174000000c8" + PAD.hex(),
+        Insert(xid=736, relid=16401, new=TupleData(kinds=b"tt", values=(b"1", PAD))),
     ),
     (
         "45",
         StreamStop(),
     ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e000",
-        StreamStart(xid=736, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
+    *_later_segments("53000002e000", 736, 5),
     (
         "63000002e000000000000158f940000000000158fa10000303d31d50a433",
         StreamCommit(
@@ -741,62 +644,14 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
         ),
     ),
     (
-        (
-            "49000002e1000040114e000274000000043230303174000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=737,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"2001",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000002e1000040114e000274000000043230303174000000c8" + PAD.hex(),
+        Insert(xid=737, relid=16401, new=TupleData(kinds=b"tt", values=(b"2001", PAD))),
     ),
     (
         "45",
         StreamStop(),
     ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e100",
-        StreamStart(xid=737, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
+    *_later_segments("53000002e100", 737, 4),
     (
         "41000002e1000002e1",
         StreamAbort(xid=737, subxid=737, abort_lsn=None, abort_ts=None),
@@ -823,70 +678,14 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
         ),
     ),
     (
-        (
-            "49000002e2000040114e000274000000043330303174000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=738,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"3001",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000002e2000040114e000274000000043330303174000000c8" + PAD.hex(),
+        Insert(xid=738, relid=16401, new=TupleData(kinds=b"tt", values=(b"3001", PAD))),
     ),
     (
         "45",
         StreamStop(),
     ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e200",
-        StreamStart(xid=738, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
+    *_later_segments("53000002e200", 738, 5),
     (
         "41000002e2000002e3",
         StreamAbort(xid=738, subxid=739, abort_lsn=None, abort_ts=None),
@@ -919,70 +718,14 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
         ),
     ),
     (
-        (
-            "49000002e4000040114e000274000000043530303174000000c87878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-            "7878787878787878787878787878787878787878787878787878"
-        ),
-        Insert(
-            xid=740,
-            relid=16401,
-            new=TupleData(
-                kinds=b"tt",
-                values=(
-                    b"5001",
-                    b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                ),
-            ),
-        ),
+        "49000002e4000040114e000274000000043530303174000000c8" + PAD.hex(),
+        Insert(xid=740, relid=16401, new=TupleData(kinds=b"tt", values=(b"5001", PAD))),
     ),
     (
         "45",
         StreamStop(),
     ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
-    (
-        "53000002e400",
-        StreamStart(xid=740, first_segment=False),
-    ),
-    (
-        "45",
-        StreamStop(),
-    ),
+    *_later_segments("53000002e400", 740, 5),
     (
         "63000002e40000000000016d314800000000016d3188000303d31d50c293",
         StreamCommit(
@@ -1329,87 +1072,35 @@ V3_BINARY_ALL: list[tuple[str, Message]] = [
                 ),
             ),
             (
-                (
-                    "49000002e0000040114e000262000000040000000162000000c87878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "7878787878787878787878787878787878787878787878787878"
-                ),
+                "49000002e0000040114e000262000000040000000162000000c8" + PAD.hex(),
                 Insert(
                     xid=736,
                     relid=16401,
-                    new=TupleData(
-                        kinds=b"bb",
-                        values=(
-                            b"\x00\x00\x00\x01",
-                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                        ),
-                    ),
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x00\x01", PAD)),
                 ),
             ),
             (
-                (
-                    "49000002e1000040114e00026200000004000007d162000000c87878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "7878787878787878787878787878787878787878787878787878"
-                ),
+                "49000002e1000040114e00026200000004000007d162000000c8" + PAD.hex(),
                 Insert(
                     xid=737,
                     relid=16401,
-                    new=TupleData(
-                        kinds=b"bb",
-                        values=(
-                            b"\x00\x00\x07\xd1",
-                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                        ),
-                    ),
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x07\xd1", PAD)),
                 ),
             ),
             (
-                (
-                    "49000002e2000040114e0002620000000400000bb962000000c87878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "7878787878787878787878787878787878787878787878787878"
-                ),
+                "49000002e2000040114e0002620000000400000bb962000000c8" + PAD.hex(),
                 Insert(
                     xid=738,
                     relid=16401,
-                    new=TupleData(
-                        kinds=b"bb",
-                        values=(
-                            b"\x00\x00\x0b\xb9",
-                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                        ),
-                    ),
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x0b\xb9", PAD)),
                 ),
             ),
             (
-                (
-                    "49000002e4000040114e000262000000040000138962000000c87878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "78787878787878787878787878787878787878787878787878787878787878787878787878787878"
-                    "7878787878787878787878787878787878787878787878787878"
-                ),
+                "49000002e4000040114e000262000000040000138962000000c8" + PAD.hex(),
                 Insert(
                     xid=740,
                     relid=16401,
-                    new=TupleData(
-                        kinds=b"bb",
-                        values=(
-                            b"\x00\x00\x13\x89",
-                            b"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-                        ),
-                    ),
+                    new=TupleData(kinds=b"bb", values=(b"\x00\x00\x13\x89", PAD)),
                 ),
             ),
         ],
