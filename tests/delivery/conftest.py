@@ -1,14 +1,18 @@
-"""Per-test bridge settings and bridge processes that never outlive their test."""
+"""Per-test bridge settings, bridge processes that never outlive their test, and the ledger
+scenario bound to the test's database, slot and topics. The fault suite uses them too
+(tests/faults/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import BridgeProcess, bridge_settings
+from .helpers import BridgeFactory, BridgeProcess, bridge_settings
+from .ledger import LedgerStreamFactory, open_ledger_stream
 
 
 @pytest.fixture
@@ -26,7 +30,7 @@ def settings(
 
 
 @pytest.fixture
-def bridge_process(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], BridgeProcess]]:
+def bridge_process(tmp_path: Path) -> Iterator[BridgeFactory]:
     made: list[BridgeProcess] = []
 
     def make(cfg: dict[str, Any], prefix: Sequence[str] = ()) -> BridgeProcess:
@@ -37,3 +41,13 @@ def bridge_process(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], Bridge
     yield make
     for proc in made:
         proc.cleanup()
+
+
+@pytest.fixture
+def ledger_stream(
+    pg_dsn: str, slot_name: str, topic_prefix: str, kafka_bootstrap: str, registry_url: str
+) -> LedgerStreamFactory:
+    """`with ledger_stream(bridge, rate=..., reconnect=...) as stream:` (open_ledger_stream)."""
+    return partial(
+        open_ledger_stream, pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url
+    )

@@ -136,6 +136,12 @@ class BridgeProcess:
             self._proc.wait(10)
 
 
+class BridgeFactory(Protocol):
+    """The `bridge_process` fixture: a BridgeProcess (not started) that the test cleans up."""
+
+    def __call__(self, cfg: dict[str, Any], prefix: Sequence[str] = ()) -> BridgeProcess: ...
+
+
 class PipelineThread:
     """A `Pipeline` on a daemon thread; an exception it dies of is kept for the test."""
 

@@ -121,15 +121,22 @@ class TopicReader:
         )
 
     def read_to_end(self, timeout: float = 60.0) -> None:
-        """Read up to the high watermarks as they are now."""
+        """Read up to the high watermarks as they are now.
+
+        The end is the consumer's position, not the last offset seen: exactly-once
+        transactions end in commit markers, offsets a consumer never receives.
+        """
+        consumer = self._consumer
         ends = {
-            (tp.topic, tp.partition): self._consumer.get_watermark_offsets(tp, timeout=30)[1]
+            (tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=30)[1]
             for tp in self._partitions
         }
 
         def done(records: list[Rec]) -> bool:
-            seen = {(r.topic, r.partition): r.offset + 1 for r in records}
-            return all(seen.get(tp, 0) >= end for tp, end in ends.items())
+            positions = consumer.position(self._partitions)  # offset -1001 before any record
+            return all(
+                tp.offset >= end for tp in positions if (end := ends[(tp.topic, tp.partition)])
+            )
 
         self.read_until(done, timeout, "the high watermarks")
 

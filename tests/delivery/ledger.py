@@ -11,14 +11,16 @@ import bisect
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple
 
 import psycopg
 
 from bridge.lsn import LSN
 
-from .helpers import insert_lsn
-from .kafka_io import Rec, TopicReader, create_topics
+from .helpers import BridgeProcess, SlotMonitor, SlotState, insert_lsn, wait_slot_active
+from .kafka_io import Rec, TopicReader, assert_acks_follow_appends, create_topics
 
 LEDGER_DDL = (
     "CREATE TABLE ledger (id bigserial PRIMARY KEY, txn int NOT NULL, row int NOT NULL, "
@@ -158,3 +160,96 @@ def assert_resends_after(
                 f"had confirmed {stopped_at[run - 1]} when run {run - 1} ended"
             )
     return resent
+
+
+class LedgerStream(NamedTuple):
+    """A ledger scenario in flight: what `open_ledger_stream` started."""
+
+    dsn: str
+    slot: str
+    reader: TopicReader
+    monitor: SlotMonitor
+    writer: LedgerWriter
+    started: SlotState  # the slot when the bridge began streaming from it
+
+    @property
+    def floor(self) -> LSN:
+        """confirmed_flush_lsn when the bridge's slot turned active."""
+        return self.started.confirmed_flush
+
+
+LedgerStreamFactory = Callable[..., AbstractContextManager[LedgerStream]]
+"""The `ledger_stream` fixture: open_ledger_stream bound to the test's database, slot and topics."""
+
+
+@contextmanager
+def open_ledger_stream(
+    dsn: str,
+    slot: str,
+    prefix: str,
+    bootstrap: str,
+    registry_url: str,
+    bridge: BridgeProcess,
+    *,
+    rate: float = 100,
+    reconnect: bool = False,
+) -> Iterator[LedgerStream]:
+    """The ledger topic read, `bridge` started, its slot watched and a writer committing
+    3-row transactions at `rate`/s; writer, monitor and reader stopped on exit (what they
+    gathered stays readable). Setup uses a connection of its own, closed before yielding,
+    so a scenario may restart PostgreSQL. Tests get it bound to their database, slot and
+    topics as the `ledger_stream` fixture."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        reader = ledger_reader(conn, bootstrap, registry_url, prefix)
+        try:
+            bridge.start()
+            started = wait_slot_active(conn, slot, bridge)
+        except BaseException:
+            reader.close()
+            raise
+    monitor = SlotMonitor(dsn, slot)
+    writer = LedgerWriter(dsn, rows_per_txn=3, rate=rate, reconnect=reconnect)
+    try:
+        yield LedgerStream(dsn, slot, reader, monitor, writer, started)
+    finally:
+        writer.stop()
+        monitor.stop()
+        reader.close()
+
+
+def warm_up(stream: LedgerStream, bridge: BridgeProcess, records: int) -> None:
+    """Wait for `records` records and an acknowledgement past the starting point."""
+    stream.reader.read_until(
+        lambda recs: len(recs) >= records and stream.monitor.flushed() > stream.floor,
+        60,
+        f"{records} records and an acknowledgement",
+        watch=bridge,
+    )
+
+
+def read_every_row(stream: LedgerStream, bridge: BridgeProcess) -> list[Committed]:
+    """Stop the writer; read until Kafka holds every row it committed, and return those."""
+    committed = stream.writer.stop()
+    expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
+    stream.reader.read_until(
+        lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
+    )
+    return committed
+
+
+def stop_bridge(bridge: BridgeProcess, reader: TopicReader, timeout: float = 60) -> None:
+    """SIGTERM: the bridge exits 0 within `timeout` s; then read the topic to its end."""
+    bridge.terminate()
+    assert bridge.wait(timeout) == 0, bridge.log()
+    reader.read_to_end()
+
+
+def assert_delivered(
+    stream: LedgerStream, committed: list[Committed]
+) -> dict[tuple[int, int], list[Rec]]:
+    """Every committed row is in Kafka, and no acknowledgement the slot monitor saw came
+    before the broker appended what it covered. Returns the rows' records."""
+    seen = ledger_occurrences(stream.reader.records)
+    assert_complete(committed, seen)
+    assert_acks_follow_appends(stream.monitor.samples, completion_times(committed, seen))
+    return seen

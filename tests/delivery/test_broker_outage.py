@@ -10,20 +10,19 @@ PostgreSQL during the outage would be disconnected six times over.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from .helpers import BridgeProcess, SlotMonitor, wait_slot_active
-from .kafka_io import Rec, assert_acks_follow_appends
+from .helpers import BridgeFactory
+from .kafka_io import Rec
 from .ledger import (
-    LedgerWriter,
-    assert_complete,
-    completion_times,
-    ledger_occurrences,
-    ledger_reader,
+    LedgerStreamFactory,
+    assert_delivered,
+    read_every_row,
+    stop_bridge,
 )
 
 OUTAGE_S = 30.0
@@ -53,23 +52,14 @@ def _assert_partitions_in_commit_order(records: list[Rec]) -> None:
 @pytest.mark.usefixtures("short_wal_sender_timeout")
 def test_broker_outage_loses_and_acknowledges_nothing(
     stack: Any,
-    pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
-    slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
 ) -> None:
     settings["pipeline"]["max_in_flight_records"] = IN_FLIGHT
-    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
-    bridge.start()
-    walsender = wait_slot_active(pg_conn, slot_name, bridge).active_pid
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=50)
-    try:
+    with ledger_stream(bridge, rate=50) as stream:
+        reader, writer = stream.reader, stream.writer
         reader.read_until(lambda recs: len(recs) >= 300, 60, "300 records", watch=bridge)
         stack.stop_kafka()
         down_ms = time.time() * 1000
@@ -83,19 +73,10 @@ def test_broker_outage_loses_and_acknowledges_nothing(
         stack.start_kafka()
         goal = len(reader.records) + during + 300
         reader.read_until(lambda recs: len(recs) >= goal, 120, "records after the outage", bridge)
-        committed = writer.stop()
-        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
-        reader.read_until(
-            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
-        )
-        bridge.terminate()
-        assert bridge.wait(60) == 0, bridge.log()
-        reader.read_to_end()
-    finally:
-        writer.stop()
-        samples = monitor.stop()
-        reader.close()
+        committed = read_every_row(stream, bridge)
+        stop_bridge(bridge, reader)
 
+    samples, walsender = stream.monitor.samples, stream.started.active_pid
     assert during > 3 * IN_FLIGHT, "the outage did not fill the producer"
     outage = [s for s in samples if down_ms <= s.t_ms <= up_ms]
     assert all(s.state.active and s.state.active_pid == walsender for s in outage), (
@@ -104,9 +85,7 @@ def test_broker_outage_loses_and_acknowledges_nothing(
     settled = {s.state.confirmed_flush for s in outage if s.t_ms >= down_ms + SETTLE_MS}
     assert len(settled) == 1, f"confirmed_flush_lsn moved while Kafka was down: {settled}"
 
-    seen = ledger_occurrences(reader.records)
-    assert_complete(committed, seen)
-    assert_acks_follow_appends(samples, completion_times(committed, seen))
+    seen = assert_delivered(stream, committed)
     doubled = [key for key, recs in seen.items() if len(recs) > 1]
     assert not doubled, f"idempotent producer duplicated {len(doubled)} rows, e.g. {doubled[:3]}"
     _assert_partitions_in_commit_order(reader.records)

@@ -8,22 +8,19 @@ that resumes from the slot with nothing lost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 from waiting import wait_for
 
-from .helpers import BridgeProcess, SlotMonitor, slot_state, wait_slot_active
-from .kafka_io import assert_acks_follow_appends
+from .helpers import BridgeFactory, slot_state, wait_slot_active
 from .ledger import (
-    LedgerWriter,
-    assert_complete,
+    LedgerStreamFactory,
+    assert_delivered,
     assert_resends_after,
-    completion_times,
-    ledger_occurrences,
-    ledger_reader,
+    read_every_row,
+    stop_bridge,
 )
 
 
@@ -33,22 +30,15 @@ def test_postgres_restart_mid_stream(
     stack: Any,
     pg_dsn: str,
     slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
     graceful: bool,
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        reader = ledger_reader(conn, kafka_bootstrap, registry_url, topic_prefix)
-        bridge = bridge_process(settings)
-        run_starts = [time.time() * 1000]
-        bridge.start()
-        wait_slot_active(conn, slot_name, bridge)
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100, reconnect=True)
-    try:
+    bridge = bridge_process(settings)
+    run_starts = [time.time() * 1000]
+    with ledger_stream(bridge, reconnect=True) as stream:
+        reader, writer = stream.reader, stream.writer
         reader.read_until(lambda recs: len(recs) >= 600, 60, "600 records", watch=bridge)
         stack.restart_postgres(graceful=graceful)
         code = bridge.wait(30)
@@ -65,19 +55,7 @@ def test_postgres_restart_mid_stream(
             wait_slot_active(conn, slot_name, bridge)
         goal = len(writer.committed) + 100
         wait_for(lambda: len(writer.committed) >= goal, 60, "writes after the restart")
-        committed = writer.stop()
-        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
-        reader.read_until(
-            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
-        )
-        bridge.terminate()
-        assert bridge.wait(60) == 0, bridge.log()
-        reader.read_to_end()
-    finally:
-        writer.stop()
-        samples = monitor.stop()
-        reader.close()
-    seen = ledger_occurrences(reader.records)
-    assert_complete(committed, seen)
+        committed = read_every_row(stream, bridge)
+        stop_bridge(bridge, reader)
+    seen = assert_delivered(stream, committed)
     assert_resends_after(seen, run_starts, [stopped])
-    assert_acks_follow_appends(samples, completion_times(committed, seen))

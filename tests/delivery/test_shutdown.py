@@ -7,7 +7,6 @@ except the one transaction the loop may have been in the middle of.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -17,21 +16,23 @@ from waiting import wait_for
 from bridge.lsn import LSN
 
 from .helpers import (
-    BridgeProcess,
-    SlotMonitor,
+    BridgeFactory,
     insert_lsn,
     unacknowledged_transactions,
     wait_slot_active,
     wait_slot_released,
 )
-from .kafka_io import assert_acks_follow_appends
 from .ledger import (
+    LedgerStreamFactory,
     LedgerWriter,
     assert_complete,
+    assert_delivered,
     assert_resends_after,
-    completion_times,
     ledger_occurrences,
     ledger_reader,
+    read_every_row,
+    stop_bridge,
+    warm_up,
 )
 
 EXIT_S = 40.0  # shutdown_timeout_s (30 s by default) and then some
@@ -46,7 +47,7 @@ def test_sigterm_when_caught_up_confirms_everything(
     kafka_bootstrap: str,
     registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
 ) -> None:
     reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
@@ -73,29 +74,17 @@ def test_sigterm_when_caught_up_confirms_everything(
 
 def test_sigterm_mid_stream_resends_at_most_the_open_transaction(
     pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
     slot_name: str,
     publication_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
 ) -> None:
-    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
     run_starts = [time.time() * 1000]
-    bridge.start()
-    started = wait_slot_active(pg_conn, slot_name, bridge).confirmed_flush
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=150)
-    try:
-        reader.read_until(
-            lambda recs: len(recs) >= 900 and monitor.flushed() > started,
-            60,
-            "900 records and an acknowledgement",
-            watch=bridge,
-        )
+    with ledger_stream(bridge, rate=150) as stream:
+        reader = stream.reader
+        warm_up(stream, bridge, 900)
         bridge.terminate()
         assert bridge.wait(EXIT_S) == 0, bridge.log()
         stopped = wait_slot_released(pg_conn, slot_name).confirmed_flush
@@ -110,21 +99,9 @@ def test_sigterm_mid_stream_resends_at_most_the_open_transaction(
         wait_slot_active(pg_conn, slot_name, bridge)
         goal = len(reader.records) + 900
         reader.read_until(lambda recs: len(recs) >= goal, 60, "records of run 1", bridge)
-        committed = writer.stop()
-        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
-        reader.read_until(
-            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
-        )
-        bridge.terminate()
-        assert bridge.wait(EXIT_S) == 0, bridge.log()
-        reader.read_to_end()
-    finally:
-        writer.stop()
-        samples = monitor.stop()
-        reader.close()
-    seen = ledger_occurrences(reader.records)
-    assert_complete(committed, seen)
-    assert_acks_follow_appends(samples, completion_times(committed, seen))
+        committed = read_every_row(stream, bridge)
+        stop_bridge(bridge, reader, EXIT_S)
+    seen = assert_delivered(stream, committed)
     assert_resends_after(seen, run_starts, [stopped])
 
 
@@ -132,25 +109,18 @@ def test_sigterm_mid_stream_resends_at_most_the_open_transaction(
 def test_sigterm_while_kafka_is_down_exits_in_time(
     stack: Any,
     pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
     slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
 ) -> None:
     """Backpressure (in-flight bound reached) must not make the bridge deaf to SIGTERM:
     an orchestrator's grace period is short, and a stuck stop ends in SIGKILL anyway."""
     settings["pipeline"] |= {"max_in_flight_records": 100, "shutdown_timeout_s": 5.0}
-    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
     run_starts = [time.time() * 1000]
-    bridge.start()
-    wait_slot_active(pg_conn, slot_name, bridge)
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    writer = LedgerWriter(pg_dsn, rows_per_txn=3, rate=100)
-    try:
+    with ledger_stream(bridge) as stream:
+        reader, writer = stream.reader, stream.writer
         reader.read_until(lambda recs: len(recs) >= 300, 60, "300 records", watch=bridge)
         stack.stop_kafka()
         goal = len(writer.committed) + 100  # 300 records: well past the in-flight bound
@@ -166,21 +136,9 @@ def test_sigterm_while_kafka_is_down_exits_in_time(
         stack.start_kafka()
         run_starts.append(time.time() * 1000)
         bridge.start()
-        committed = writer.stop()
-        expected = {(c.txn, row) for c in committed for row in range(1, c.rows + 1)}
-        reader.read_until(
-            lambda recs: expected <= ledger_occurrences(recs).keys(), 120, "every row", bridge
-        )
-        bridge.terminate()
-        assert bridge.wait(EXIT_S) == 0, bridge.log()
-        reader.read_to_end()
-    finally:
-        writer.stop()
-        samples = monitor.stop()
-        reader.close()
-    seen = ledger_occurrences(reader.records)
-    assert_complete(committed, seen)
-    assert_acks_follow_appends(samples, completion_times(committed, seen))
+        committed = read_every_row(stream, bridge)
+        stop_bridge(bridge, reader, EXIT_S)
+    seen = assert_delivered(stream, committed)
     assert_resends_after(seen, run_starts, [stopped])
     assert code is not None, (
         f"SIGTERM ignored for {took:.0f}s while Kafka was down (shutdown_timeout_s is 5)"

@@ -1,4 +1,5 @@
-"""The fault suite's fixtures: the delivery suite's, plus a bridge cut off by veth links.
+"""The fault suite's fixtures: the delivery suite's (settings, bridge_process, ledger_stream),
+plus a bridge cut off by veth links.
 
 Module scope (started on first use, stopped after the module):
     bridge_netns  `netns.Netns` with links "postgres" and "kafka" (the registry shares the
@@ -17,12 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from delivery.conftest import bridge_process, settings
+from delivery.conftest import bridge_process, ledger_stream, settings
 from stack_module import load_stack_module
 
 from .netns import Netns, NetnsUnavailableError, unavailable
 
-__all__ = ["bridge_netns", "bridge_process", "netns_stack", "settings"]
+__all__ = ["bridge_netns", "bridge_process", "ledger_stream", "netns_stack", "settings"]
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, wait_slot_active, wait_slot_released
+from delivery.helpers import BridgeFactory, wait_slot_active, wait_slot_released
+from delivery.ledger import LedgerStreamFactory, stop_bridge
 
 from .checker import Fault, assert_clean, check
-from .harness import drain, ledger_stream, stop_bridge
+from .harness import drain
 
 SEED = 20261122
 
@@ -28,13 +28,10 @@ SEED = 20261122
 )
 def test_kill9_at_seeded_points(
     pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
     slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
     exactly_once: bool,
     kills: int,
 ) -> None:
@@ -43,8 +40,7 @@ def test_kill9_at_seeded_points(
         settings["kafka"].update(exactly_once=True, transaction_max_records=50)
     bridge = bridge_process(settings)
     faults: list[Fault] = []
-    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-    with ledger_stream(*link) as stream:
+    with ledger_stream(bridge) as stream:
         reader, monitor, floor = stream.reader, stream.monitor, stream.floor
         for _ in range(kills):
             goal = len(reader.records) + rng.randrange(30, 300)
@@ -61,7 +57,7 @@ def test_kill9_at_seeded_points(
             faults.append(Fault(t_ms, floor, "bridge kill -9"))
             bridge.start()
             wait_slot_active(pg_conn, slot_name, bridge)
-        rows = drain(pg_dsn, reader, stream.writer, bridge)
+        rows = drain(stream.dsn, reader, stream.writer, bridge)
         stop_bridge(bridge, reader)
     mode = "exactly-once" if exactly_once else "at-least-once"
     assert_clean(check(f"bridge kill -9 ({mode})", rows, reader.records, faults, exactly_once))

@@ -19,21 +19,25 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import pytest
-from delivery.helpers import BridgeProcess
+from delivery.helpers import BridgeFactory
 from delivery.kafka_io import Rec, assert_acks_follow_appends
-from delivery.ledger import completion_times, ledger_occurrences
+from delivery.ledger import (
+    LedgerStreamFactory,
+    completion_times,
+    ledger_occurrences,
+    stop_bridge,
+    warm_up,
+)
 from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
-from .harness import acked, drain, ledger_stream, stop_bridge, warm_up
+from .harness import acked, drain
 from .netns import Netns
 
 # The partition lasts while PostgreSQL commits this many transactions (100/s): on the
 # Kafka link longer than the bridge's request timeout (10 s), so requests time out.
 PARTITION_TXNS = {"postgres": 1000, "kafka": 1500}
 APPEND_GRACE_MS = 1000  # bytes the broker had before a cut are appended within this
-
-BridgeFactory = Callable[[dict[str, Any], Sequence[str]], BridgeProcess]
 
 
 @pytest.fixture(scope="module")
@@ -74,19 +78,14 @@ def _crossed(down: Down, records: Sequence[Rec]) -> int:
 
 @pytest.fixture
 def cut_mid_stream(
-    pg_dsn: str,
-    slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
     bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
     bridge_netns: Netns,
 ) -> Callable[[str, str], None]:
     def run(link: str, cut: str) -> None:
         bridge = bridge_process(settings, bridge_netns.exec_prefix)
-        link_args = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-        with ledger_stream(*link_args) as stream:
+        with ledger_stream(bridge) as stream:
             reader, writer = stream.reader, stream.writer
             warm_up(stream, bridge, 300)
             t_ms = time.time() * 1000
@@ -106,13 +105,13 @@ def cut_mid_stream(
                     assert code not in (None, 0), (
                         f"exit code {code} after the reset:\n{bridge.log()}"
                     )
-            fault = Fault(t_ms, acked(pg_dsn, slot_name), f"{link} link {cut}")
+            fault = Fault(t_ms, acked(stream.dsn, stream.slot), f"{link} link {cut}")
             if not bridge.alive():
                 log = bridge.log()
                 assert "Traceback" not in log, f"an untyped error escaped:\n{log}"
                 print(f"\nbridge stopped after the {cut}:\n{log.strip().splitlines()[-1]}")
                 bridge.start()
-            rows = drain(pg_dsn, reader, writer, bridge)
+            rows = drain(stream.dsn, reader, writer, bridge)
             stop_bridge(bridge, reader)
         samples = stream.monitor.samples
         summary = check(fault.what, rows, reader.records, [fault], exactly_once=False)

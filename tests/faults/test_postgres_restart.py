@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from delivery.helpers import BridgeProcess
+from delivery.helpers import BridgeFactory
+from delivery.ledger import LedgerStreamFactory, stop_bridge, warm_up
 from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
-from .harness import acked, drain, ledger_stream, stop_bridge, warm_up
+from .harness import acked, drain
 
 
 def _restart(stack: Any, mode: str) -> None:
@@ -35,18 +35,13 @@ def _restart(stack: Any, mode: str) -> None:
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
 def test_postgres_restart_mid_stream(
     stack: Any,
-    pg_dsn: str,
-    slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
     mode: str,
 ) -> None:
     bridge = bridge_process(settings)
-    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-    with ledger_stream(*link, reconnect=True) as stream:
+    with ledger_stream(bridge, reconnect=True) as stream:
         warm_up(stream, bridge, 300)
         writer = stream.writer
         t_ms, before = time.time() * 1000, stream.monitor.flushed()
@@ -54,11 +49,11 @@ def test_postgres_restart_mid_stream(
         code = bridge.wait(30)
         assert code == 1, f"exit code {code} after PostgreSQL went away:\n{bridge.log()}"
         assert "Traceback" not in bridge.log(), bridge.log()
-        fault = Fault(t_ms, min(before, acked(pg_dsn, slot_name)), f"postgres {mode} restart")
+        fault = Fault(t_ms, min(before, acked(stream.dsn, stream.slot)), f"postgres {mode} restart")
         bridge.start()
         goal = len(writer.committed) + 100
         wait_for(lambda: len(writer.committed) >= goal, 60, "writes after the restart")
-        rows = drain(pg_dsn, stream.reader, writer, bridge)
+        rows = drain(stream.dsn, stream.reader, writer, bridge)
         stop_bridge(bridge, stream.reader)
     records = stream.reader.records
     summary = check(f"postgres {mode} restart", rows, records, [fault], exactly_once=False)

@@ -7,15 +7,15 @@ stops it is restarted once the registry is back. Either way nothing is lost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess
+from delivery.helpers import BridgeFactory
+from delivery.ledger import LedgerStreamFactory, stop_bridge, warm_up
 
 from .checker import Fault, assert_clean, check
-from .harness import drain, ledger_stream, stop_bridge, warm_up
+from .harness import drain
 
 OUTAGE_S = 30.0
 
@@ -24,17 +24,12 @@ OUTAGE_S = 30.0
 def test_registry_down_during_schema_change(
     stack: Any,
     pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
-    slot_name: str,
-    topic_prefix: str,
-    kafka_bootstrap: str,
-    registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
 ) -> None:
     bridge = bridge_process(settings)
-    link = (pg_dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-    with ledger_stream(*link, rate=50) as stream:
+    with ledger_stream(bridge, rate=50) as stream:
         warm_up(stream, bridge, 150)
         monitor = stream.monitor
         fault = Fault(time.time() * 1000, monitor.flushed(), "registry down 30 s")
@@ -51,7 +46,7 @@ def test_registry_down_during_schema_change(
             assert "registry" in log.lower(), f"the error does not name the registry:\n{log}"
             print(f"\nbridge stopped during the registry outage:\n{log.splitlines()[-1]}")
             bridge.start()
-        rows = drain(pg_dsn, stream.reader, stream.writer, bridge)
+        rows = drain(stream.dsn, stream.reader, stream.writer, bridge)
         stop_bridge(bridge, stream.reader)
     reader = stream.reader
     assert acked_while_down >= fault.acked

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, insert_lsn, wait_slot_active
+from delivery.helpers import BridgeFactory, insert_lsn, wait_slot_active
+from delivery.ledger import ledger_reader, stop_bridge
 from waiting import wait_for
 
 from .checker import Fault, assert_clean, check
-from .harness import acked, drain, ledger_topic, stop_bridge
+from .harness import acked, drain
 
 SMALL_TXNS = 20
 BIG_ROWS = 6000  # about 6 MB of row data
@@ -62,14 +63,14 @@ def test_spill_dir_out_of_space(
     kafka_bootstrap: str,
     registry_url: str,
     settings: dict[str, Any],
-    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+    bridge_process: BridgeFactory,
     tiny_tmpfs: Path,
     tmp_path: Path,
 ) -> None:
     pg_conn.execute(f"ALTER DATABASE \"{pg_db}\" SET logical_decoding_work_mem = '64kB'")
     settings["source"]["streaming"] = "on"
     settings["pipeline"].update(spill_dir=str(tiny_tmpfs), memory_limit_mb=1)
-    reader = ledger_topic(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
+    reader = ledger_reader(pg_conn, kafka_bootstrap, registry_url, topic_prefix)
     bridge = bridge_process(settings)
     bridge.start()
     wait_slot_active(pg_conn, slot_name, bridge)
