@@ -23,13 +23,13 @@ Function scope (unique per test, so tests run in any order and never see each ot
 A component a test stopped (fault tests) is started again after the test, so later tests get a
 whole stack.
 
-Markers (declared in pyproject.toml), set here and in sub-directory conftests from the fixtures
-a test uses, so that `pytest -m "not live"` runs the fast unit tests alone; the full suite runs
-them all:
-    live         any test that uses the stack (directly or through these fixtures), and any test
-                 marked builds_helm.
-    builds_helm  tests/deploy tests that use its `helm` fixture: helm is built from its Go module on
-                 first use, which takes minutes (tests/deploy/conftest.py).
+Markers (declared in pyproject.toml), so that `pytest -m "not live"` runs the fast unit tests
+alone; the full suite runs them all:
+    live         set here on any test that uses the stack (directly or through these fixtures),
+                 and on every slow_build test.
+    slow_build   builds something from source, minutes on a 2-core machine: set here on the tests
+                 that use tests/deploy's `helm` fixture (helm from its Go module, once, cached),
+                 and by hand on tests that build the compiled wheel.
     fault        fault-injection tests (a server stopped, killed or cut off); set by the test
                  modules themselves.
 """
@@ -60,9 +60,15 @@ def _unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
+SLOW_BUILD_FIXTURES = {"helm"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if STACK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_BUILD_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.slow_build)
+        if STACK_FIXTURES & fixtures or item.get_closest_marker("slow_build"):
             item.add_marker(pytest.mark.live)
 
 

@@ -3,9 +3,9 @@
 helm is built from its Go module by deploy/tools/helm.sh (once; cached), with the Go
 toolchain of the dev extra (the venv's bin/go). If that cannot happen the tests fail
 with the build's own output: a chart that was never linted must not look like a
-passing suite. The build takes minutes on first use, so the tests that use the `helm`
-fixture are marked `builds_helm` and `live`: `pytest -m "not live"` stays a fast unit
-run, and the full suite still runs them.
+passing suite. The build takes minutes on first use, so tests/conftest.py marks the
+tests that use the `helm` fixture `slow_build` (and so `live`): `pytest -m "not live"`
+stays a fast unit run, and the full suite still runs them.
 """
 
 from __future__ import annotations
@@ -31,9 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.timeout(_BUILD_TIMEOUT_S + 120))
-        if "helm" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.builds_helm)
-            item.add_marker(pytest.mark.live)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
