@@ -8,6 +8,7 @@ their own connection, then `collect()` events until a transaction commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from bridge.schema.table import TableCodec
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
+
+Open = Callable[..., "LiveSource"]
+"""The `open_source` fixtures: a LiveSource with these `source` settings, closed after the test."""
 
 
 def source_config(stack: Any, dbname: str, **source: Any) -> Config:

@@ -8,9 +8,7 @@ test_live_pg15_stream.py, pglogical_output in test_live_pglogical.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,29 +17,9 @@ import pytest
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, KIND_UNCHANGED, Relation
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.source import libpq
-from tests.decode.live import LiveSource, changes, one_transaction, source_config, table, text
+from tests.decode.live import Open, changes, one_transaction, table, text
 
-Open = Callable[..., LiveSource]
 PROTOS = [1, 2, 3]
-
-
-@pytest.fixture
-def open_source(
-    stack: Any, pg_db: str, slot_name: str, publication_name: str, tmp_path: Path
-) -> Iterator[Open]:
-    opened: list[LiveSource] = []
-
-    def open_(**source: Any) -> LiveSource:
-        cfg = source_config(
-            stack, pg_db, slot_name=slot_name, publication_name=publication_name, **source
-        )
-        live = LiveSource(cfg, tmp_path / "spill")
-        opened.append(live)
-        return live
-
-    yield open_
-    for live in opened:
-        live.close()
 
 
 TYPED_TABLE = """

@@ -8,7 +8,7 @@ not be released is proven by a later marker transaction arriving alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,30 +26,10 @@ from bridge.decode.messages import (
     StreamStart,
 )
 from bridge.events.model import Change, Event
-from tests.decode.live import LiveSource, one_transaction, source_config, table
+from tests.decode.live import LiveSource, Open, one_transaction, table
 
-Open = Callable[..., LiveSource]
 BIG = 3000  # rows of ~60 bytes: several times logical_decoding_work_mem
 STREAMING_PROTOS = [2, 3]
-
-
-@pytest.fixture
-def open_source(
-    stack: Any, pg_db: str, slot_name: str, publication_name: str, tmp_path: Path
-) -> Iterator[Open]:
-    opened: list[LiveSource] = []
-
-    def open_(**source: Any) -> LiveSource:
-        cfg = source_config(
-            stack, pg_db, slot_name=slot_name, publication_name=publication_name, **source
-        )
-        live = LiveSource(cfg, tmp_path / "spill")
-        opened.append(live)
-        return live
-
-    yield open_
-    for live in opened:
-        live.close()
 
 
 @pytest.fixture

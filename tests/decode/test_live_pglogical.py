@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -25,9 +25,8 @@ from bridge.errors import SourceError
 from bridge.pipeline import Pipeline
 from bridge.plugins import ensure_pglogical
 from bridge.source import libpq
-from tests.decode.live import LiveSource, one_transaction, source_config, table
+from tests.decode.live import LiveSource, Open, one_transaction, source_config, table
 
-Open = Callable[..., LiveSource]
 ITEMS = """
 CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2), at timestamptz,
   tags int[], doc jsonb)
