@@ -157,6 +157,28 @@ def bridge_config(
     }
 
 
+@pytest.fixture
+def stack_config(
+    stack: Any, pg_db: str, pg_role: str, passwords: Passwords, topic_prefix: str
+) -> Callable[..., dict[str, Any]]:
+    """bridge_config for the stack, the test's database and topics, as `pg_role`; keyword
+    arguments (bridge_config's) override."""
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        where: dict[str, Any] = {
+            "pg_host": stack.pg_host,
+            "pg_port": stack.pg_port,
+            "dbname": pg_db,
+            "user": pg_role,
+            "kafka": stack.kafka_bootstrap,
+            "registry": stack.registry_url,
+            "names": topic_prefix,
+        }
+        return bridge_config(passwords, **(where | overrides))
+
+    return make
+
+
 class Bridge:
     """`python -m bridge <command> --config FILE` with output captured to files."""
 
@@ -248,30 +270,16 @@ def json_records(stderr: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_streaming_run_never_prints_a_password(
-    stack: Any,
-    pg_db: str,
     pg_conn: psycopg.Connection[Any],
-    pg_role: str,
     passwords: Passwords,
-    topic_prefix: str,
+    stack_config: Callable[..., dict[str, Any]],
     tmp_path: Path,
     log_format: str,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, secretish text)")
     pg_conn.execute("INSERT INTO t VALUES (100, 'snapshotted')")  # the initial snapshot's producer
     port = free_port()
-    config = bridge_config(
-        passwords,
-        pg_host=stack.pg_host,
-        pg_port=stack.pg_port,
-        dbname=pg_db,
-        user=pg_role,
-        kafka=stack.kafka_bootstrap,
-        registry=stack.registry_url,
-        names=topic_prefix,
-        log_format=log_format,
-        http_port=port,
-    )
+    config = stack_config(log_format=log_format, http_port=port)
     env = {}
     if log_format == "json":  # the Kubernetes way: the password from the environment
         env["BRIDGE_SOURCE__PASSWORD"] = config["source"].pop("password")
@@ -308,47 +316,18 @@ def test_streaming_run_never_prints_a_password(
 
 
 def test_check_never_prints_a_password(
-    stack: Any,
-    pg_db: str,
-    pg_role: str,
-    passwords: Passwords,
-    topic_prefix: str,
-    tmp_path: Path,
+    passwords: Passwords, stack_config: Callable[..., dict[str, Any]], tmp_path: Path
 ) -> None:
-    config = bridge_config(
-        passwords,
-        pg_host=stack.pg_host,
-        pg_port=stack.pg_port,
-        dbname=pg_db,
-        user=pg_role,
-        kafka=stack.kafka_bootstrap,
-        registry=stack.registry_url,
-        names=topic_prefix,
-    )
-    code, output = run_to_exit(tmp_path, "check", config)
+    code, output = run_to_exit(tmp_path, "check", stack_config())
     assert code == 0, output
     assert "FAIL" not in output
     assert_no_secrets(output, passwords, "bridge check")
 
 
 def test_wrong_password_is_reported_without_it(
-    stack: Any,
-    pg_db: str,
-    pg_role: str,
-    passwords: Passwords,
-    topic_prefix: str,
-    tmp_path: Path,
+    passwords: Passwords, stack_config: Callable[..., dict[str, Any]], tmp_path: Path
 ) -> None:
-    config = bridge_config(
-        passwords,
-        pg_host=stack.pg_host,
-        pg_port=stack.pg_port,
-        dbname=pg_db,
-        user=pg_role,
-        kafka=stack.kafka_bootstrap,
-        registry=stack.registry_url,
-        names=topic_prefix,
-    )
+    config = stack_config()
     config["source"]["password"] = passwords.wrong
     for command in ("check", "run"):
         code, output = run_to_exit(tmp_path, command, config)
@@ -380,25 +359,16 @@ def test_unreachable_dependencies_are_reported_without_passwords(
 
 
 def test_kafka_and_registry_unreachable_after_connecting(
-    stack: Any,
-    pg_db: str,
     pg_conn: psycopg.Connection[Any],
-    pg_role: str,
     passwords: Passwords,
-    topic_prefix: str,
+    stack_config: Callable[..., dict[str, Any]],
     tmp_path: Path,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
     pg_conn.execute("INSERT INTO t VALUES (1)")  # its schema must be registered: the bridge stops
-    config = bridge_config(
-        passwords,
-        pg_host=stack.pg_host,
-        pg_port=stack.pg_port,
-        dbname=pg_db,
-        user=pg_role,
+    config = stack_config(
         kafka=f"127.0.0.1:{free_port()}",
         registry=f"http://127.0.0.1:{free_port()}",
-        names=topic_prefix,
         log_format="json",
     )
     bridge = Bridge(tmp_path, "run", config, {})
