@@ -84,6 +84,22 @@ FACTS = {
     "xid_stream_prepare": 740,
 }
 
+
+def _t_stream(xid: int | None) -> Relation:
+    """t_stream's Relation message: sent again in every transaction that writes to it."""
+    return Relation(
+        xid=xid,
+        oid=16401,
+        namespace="public",
+        name="t_stream",
+        replica_identity="d",
+        columns=(
+            Column(flags=1, name="id", type_oid=23, typmod=-1),
+            Column(flags=0, name="payload", type_oid=25, typmod=-1),
+        ),
+    )
+
+
 V1_TEXT: list[tuple[str, Message]] = [
     (
         "42000000000153d2b8000303d31d508d3f000002d6",
@@ -439,17 +455,7 @@ V1_TEXT: list[tuple[str, Message]] = [
             "52000040117075626c696300745f73747265616d006400020169640000000017ffffffff00706179"
             "6c6f61640000000019ffffffff"
         ),
-        Relation(
-            xid=None,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
+        _t_stream(None),
     ),
     (
         "49000040114e000274000000013174000000c8" + PAD.hex(),
@@ -595,17 +601,7 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
             "52000002e0000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
             "007061796c6f61640000000019ffffffff"
         ),
-        Relation(
-            xid=736,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
+        _t_stream(736),
     ),
     (
         "49000002e0000040114e000274000000013174000000c8" + PAD.hex(),
@@ -631,17 +627,7 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
             "52000002e1000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
             "007061796c6f61640000000019ffffffff"
         ),
-        Relation(
-            xid=737,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
+        _t_stream(737),
     ),
     (
         "49000002e1000040114e000274000000043230303174000000c8" + PAD.hex(),
@@ -665,17 +651,7 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
             "52000002e2000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
             "007061796c6f61640000000019ffffffff"
         ),
-        Relation(
-            xid=738,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
+        _t_stream(738),
     ),
     (
         "49000002e2000040114e000274000000043330303174000000c8" + PAD.hex(),
@@ -705,17 +681,7 @@ V2_TEXT_STREAM: list[tuple[str, Message]] = [
             "52000002e4000040117075626c696300745f73747265616d006400020169640000000017ffffffff"
             "007061796c6f61640000000019ffffffff"
         ),
-        Relation(
-            xid=740,
-            oid=16401,
-            namespace="public",
-            name="t_stream",
-            replica_identity="d",
-            columns=(
-                Column(flags=1, name="id", type_oid=23, typmod=-1),
-                Column(flags=0, name="payload", type_oid=25, typmod=-1),
-            ),
-        ),
+        _t_stream(740),
     ),
     (
         "49000002e4000040114e000274000000043530303174000000c8" + PAD.hex(),
