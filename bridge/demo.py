@@ -24,10 +24,11 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from bridge.build import build_pipeline
 from bridge.check import run_checks
 from bridge.config import Config
 from bridge.errors import BridgeError
-from bridge.pipeline import Pipeline
+from bridge.produce import kafka_client_config
 
 STACK_FILE = Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py"
 
@@ -81,7 +82,7 @@ def consume(cfg: Config, topic: str, count: int, timeout: float = 60.0) -> list[
     decode = AvroDeserializer(registry)
     consumer = Consumer(
         {
-            **cfg.kafka.client_config(),
+            **kafka_client_config(cfg.kafka),
             "group.id": f"demo-{time.time_ns()}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -127,7 +128,7 @@ def _demo(stack: Any) -> None:
         print("\n$ bridge check")
         for result in run_checks(cfg):
             print(f"{'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}")
-        pipeline = Pipeline(cfg)
+        pipeline = build_pipeline(cfg)
         worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
         worker.start()
         for statement in WORKLOAD[1:]:
