@@ -34,6 +34,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from compiled import ROOT, stale_build_message
 from stack_module import load_stack_module
 
 STACK_FIXTURES = {
@@ -49,6 +50,13 @@ STACK_FIXTURES = {
 
 def _unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a compiled build older than its sources (tests/compiled.py)."""
+    message = stale_build_message(ROOT)
+    if message is not None:
+        raise pytest.UsageError(message)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
