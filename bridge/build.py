@@ -91,8 +91,9 @@ class _Source:
         src = cfg.source
         self.catalog = libpq.connect(src.conninfo(), replication=False)
         _closing(opened, "catalog connection", self.catalog.close)
-        self.rc = libpq.ReplicationConnection(libpq.connect(src.conninfo(), replication=True))
-        _closing(opened, "replication connection", self.rc.close)
+        replication = libpq.connect(src.conninfo(), replication=True)
+        _closing(opened, "replication connection", replication.close)
+        self.rc = libpq.ReplicationConnection(replication)
         version = slots.check_prerequisites(self.rc)
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot

@@ -176,6 +176,7 @@ class Producer:
     `while_blocked` runs on every turn spent waiting for Kafka (the pipeline passes
     `ReplicationStream.service`, so keepalives are answered and status updates sent
     while the producer is full). Record bytes are value bytes, as in `bridge.acks`.
+    `client` makes the librdkafka client from the merged settings (a fake in unit tests).
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class Producer:
         while_blocked: Callable[[], None] = _no_op,
         poll_every: int = 1_000,
         blocked_poll_s: float = 0.1,
+        client: Callable[[dict[str, Any]], Any] = _Client,
     ) -> None:
         if max_in_flight_records < 1 or max_in_flight_bytes < 1 or poll_every < 1:
             raise ConfigError(
@@ -198,7 +200,7 @@ class Producer:
         overrides = overrides or {}
         conf = producer_config(client_config, overrides)
         try:
-            self._client = _Client(conf)
+            self._client = client(conf)
         except KafkaException as exc:
             raise _config_error(exc.args[0].str(), overrides) from None
         except (TypeError, ValueError) as exc:
