@@ -23,8 +23,6 @@ from bridge.source import slots
 
 log = logging.getLogger("bridge.plugins")
 
-_INSPECTED = frozenset({Begin, Relation, Startup})  # pglogical messages the plugin checks
-
 
 class Plugin(Protocol):
     @property
@@ -118,21 +116,19 @@ class Pglogical:
 
     def _checked(self, data: bytes) -> Message:
         msg = self._decode(data)
-        return self._inspect(msg) if type(msg) in _INSPECTED else msg
-
-    def _inspect(self, msg: Message) -> Message:
-        if isinstance(msg, Relation):
-            return with_column_types(self._conn, msg)
-        if isinstance(msg, Startup):
-            check_startup(msg, self.options)
-            self._started = True
-        elif not self._started:
-            raise ProtocolError(
-                "B",
-                0,
-                "transaction before the startup message: the value formats were never "
-                "agreed; is the slot's plugin pglogical_output 2.x?",
-            )
+        match msg:
+            case Relation():
+                return with_column_types(self._conn, msg)
+            case Startup():
+                check_startup(msg, self.options)
+                self._started = True
+            case Begin() if not self._started:
+                raise ProtocolError(
+                    "B",
+                    0,
+                    "transaction before the startup message: the value formats were never "
+                    "agreed; is the slot's plugin pglogical_output 2.x?",
+                )
         return msg
 
     def describe(self) -> str:
