@@ -5,9 +5,18 @@ extensions as they are (about 1.4x less CPU per row, see bench/README.md). Set
 BRIDGE_PURE_PYTHON=1 to install without compiling (no C compiler needed); the
 behaviour is the same, only slower.
 
-Written for the compiler where it pays: module constants are `Final` (read as C
-statics, not looked up in the module's dict on every use), and per-row integer work
-that may exceed 2**62 uses `mypy_extensions.i64` (native arithmetic, not boxed ints).
+Only modules whose code runs for every replication message, row or Kafka record are
+compiled; only they are written for the compiler where it pays: module constants are
+`Final` (read as C statics, not looked up in the module's dict on every use), per-row
+integer work that may exceed 2**62 uses `mypy_extensions.i64` (native arithmetic, not
+boxed ints) and NamedTuples are built with `tuple.__new__`. Everything else reads as
+plain Python. Left out on purpose, because they run once per relation version, per
+transaction or per connection (the pipeline caches their answers per relation):
+routing (topic and filter decisions), oversized (the size limit per topic; diverting
+is per oversized row only), metrics (counters the pipeline bumps itself; `committed`
+and `confirmed` per transaction), snapshot/manager (start-up and `is_private` per
+relation). Measured with bench/compare.py (1M rows, transactions of 100, insert):
+see bench/README.md, "What is compiled".
 """
 
 import hashlib
@@ -17,19 +26,23 @@ from pathlib import Path
 from setuptools import setup
 
 HOT_PATH = [
+    # per replication message: the COPY data read, the envelope, the status positions
     "bridge/source/envelope.py",
     "bridge/source/status.py",
     "bridge/source/stream.py",
-    "bridge/source/libpq.py",
+    "bridge/source/libpq.py",  # ReplicationConnection.read_copy, once per message
+    # per message and row: pgoutput / pglogical bytes -> messages
     "bridge/decode/reader.py",
     "bridge/decode/messages.py",
     "bridge/decode/pgoutput.py",
     "bridge/decode/pgoutput_rows.py",
     "bridge/decode/pglogical.py",
+    # per row: messages -> events in commit order
     "bridge/events/model.py",
     "bridge/events/relations.py",
     "bridge/events/transaction.py",
     "bridge/events/assembler.py",
+    # per row: values -> Avro (the encoder rewrite owns this part of the list)
     "bridge/schema/textvalues.py",
     "bridge/schema/temporal.py",
     "bridge/schema/binvalues.py",
@@ -38,18 +51,17 @@ HOT_PATH = [
     "bridge/schema/fastwriter.py",
     "bridge/schema/rowwriter.py",
     "bridge/schema/encoders.py",
-    "bridge/routing.py",
-    "bridge/oversized.py",
-    "bridge/metrics.py",
-    "bridge/snapshot/manager.py",
     "bridge/serialize.py",
+    # per Kafka record: produce, the delivery callback, the LSN watermark
     "bridge/acks.py",
     "bridge/produce.py",
+    # per message and row: the loop that moves events through the above
+    # (bridge/build.py, which opens everything once, is plain Python)
     "bridge/pipeline.py",
 ]
 
-# What this build compiled, so that `import bridge` in a source checkout can refuse
-# to run extensions older than their sources (bridge/__init__.py).
+# What this build compiled, so that the test session can refuse to run extensions older
+# than their sources (tests/compiled.py; dev.sh rebuilds when a source changed).
 RECORD = Path("bridge/.compiled.sha256")
 
 if os.environ.get("BRIDGE_PURE_PYTHON"):

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their sibling
 
 from e2e import load_stack  # noqa: E402
 
+from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
-from bridge.pipeline import Pipeline  # noqa: E402
 from tests.snapshot.helpers import (  # noqa: E402
     TopicReader,
     Writer,
@@ -106,7 +106,7 @@ def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -
     conn = psycopg.connect(dsn(stack, DB), autocommit=True)
     rows = conn.execute("SELECT count(*) FROM t").fetchone()[0]  # type: ignore[index]
     writer = Writer(dsn(stack, DB), "t", rows).start() if writes else None
-    pipeline = Pipeline(Config(**config))
+    pipeline = build_pipeline(Config(**config))
     thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
     t0 = time.monotonic()
     thread.start()

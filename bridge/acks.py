@@ -13,6 +13,7 @@ callbacks arrive in any order across partitions and only the count matters.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import Protocol
 
 from bridge.errors import DeliveryError
@@ -140,18 +141,27 @@ class AckTracker:
         if self.error is not None:
             raise self.error
 
-    def flush_lsn(self, *, idle_position: int | None = None, hold_lsn: int | None = None) -> int:
+    def flush_lsn(
+        self,
+        *,
+        idle_position: int | None = None,
+        server_wal_end: int = 0,
+        holds: Iterable[int | None] = (),
+    ) -> int:
         """The position to report as flushed; never lower than the previous result.
 
-        `idle_position` is a position such that every transaction whose commit record
-        starts below it has been opened here (the assembler's `idle_wal_end()` or the
-        server keepalive position while the assembler is idle); it is followed only
-        when nothing is open or in flight, so an idle slot does not hold WAL back. It
-        may lie inside a transaction not yet sent: on restart PostgreSQL skips only
-        transactions whose commit record starts below the confirmed position.
+        The whole decision is here. `idle_position` is a position such that every
+        transaction whose commit record starts below it has been opened here (the
+        assembler's `idle_wal_end()`, None while a transaction or stream block is open);
+        `server_wal_end` (the last keepalive's position) raises it while the assembler is
+        idle. It is followed only when nothing is open or in flight, so an idle slot does
+        not hold WAL back. It may lie inside a transaction not yet sent: on restart
+        PostgreSQL skips only transactions whose commit record starts below the confirmed
+        position.
 
-        The result stays strictly below `hold_lsn` (an undecided prepared transaction)
-        unless an earlier result already passed it.
+        The result stays strictly below every LSN in `holds` (undecided prepared
+        transactions, Kafka transactions not yet committed; None holds nothing) unless
+        an earlier result already passed it.
         """
         txs = self._txs
         done = self._done
@@ -162,9 +172,10 @@ class AckTracker:
             done = max(done, head.end_lsn)
             txs.popleft()
         if not txs and idle_position is not None:
-            done = max(done, idle_position)
+            done = max(done, idle_position, server_wal_end)
         self._done = done
-        if hold_lsn is not None:
-            done = min(done, hold_lsn - 1)
+        for hold in holds:
+            if hold is not None:
+                done = min(done, hold - 1)
         self._reported = max(self._reported, done)
         return self._reported

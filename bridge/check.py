@@ -13,6 +13,7 @@ from psycopg import sql
 
 from bridge.config import Config
 from bridge.errors import BridgeError
+from bridge.produce import kafka_client_config
 from bridge.source import libpq, slots
 
 
@@ -115,7 +116,7 @@ def _slot(rc: libpq.ReplicationConnection, cfg: Config) -> str:
 
 
 def _kafka(cfg: Config) -> str:
-    admin = AdminClient(cfg.kafka.client_config())
+    admin = AdminClient(kafka_client_config(cfg.kafka))
     try:
         meta = admin.list_topics(timeout=cfg.kafka.request_timeout_s)
     except KafkaException as exc:

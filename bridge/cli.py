@@ -14,11 +14,11 @@ from typing import Annotated, NoReturn
 import typer
 
 from bridge import __version__, log
+from bridge.build import run_pipeline
 from bridge.check import run_checks
 from bridge.config import Config, load_config
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
-from bridge.pipeline import run_pipeline
 
 app = typer.Typer(
     help="Stream PostgreSQL changes into Kafka as keyed Avro records.",

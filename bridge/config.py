@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import re
 import string
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from confluent_kafka import KafkaError
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,7 +31,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from bridge.errors import ConfigError, DeliveryError
+from bridge.errors import ConfigError
 
 _SECRET_WORDS = ("password", "secret", "token")
 TOPIC_TEMPLATE = "{prefix}.{schema}.{table}"
@@ -159,14 +157,16 @@ class KafkaConfig(_Section):
         return template
 
     def client_config(self) -> dict[str, Any]:
-        """librdkafka settings shared by every client the bridge makes."""
+        """librdkafka settings shared by every client the bridge makes.
+
+        Without an `error_cb`: which client errors stop the bridge is produce's policy
+        (`bridge.produce.kafka_client_config` adds it)."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "socket.timeout.ms": int(self.request_timeout_s * 1000),
             # librdkafka's own log lines go through Python logging (and its secret mask).
             "logger": logging.getLogger("bridge.kafka"),
-            "error_cb": RaiseOnRefusal(),
         }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
@@ -177,33 +177,6 @@ class KafkaConfig(_Section):
         if self.ssl_ca_location is not None:
             conf["ssl.ca.location"] = str(self.ssl_ca_location)
         return conf
-
-
-class RaiseOnRefusal:
-    """librdkafka `error_cb`: a refused SASL login or TLS handshake ends the client's user.
-
-    librdkafka retries both forever, yet neither heals without a configuration change, so the
-    next poll/flush raises this instead of the bridge waiting out message.timeout.ms. (TLS
-    disconnects are reported as transport errors, not _SSL.) Raised once per client, so
-    closing the client afterwards does not raise again. `observer` (another `error_cb`, such
-    as the metrics') sees every error first.
-    """
-
-    def __init__(self, observer: Callable[[KafkaError], object] | None = None) -> None:
-        self.observer = observer
-        self.raised = False
-
-    def __call__(self, err: KafkaError) -> None:
-        if self.observer is not None:
-            self.observer(err)
-        if self.raised or err.code() not in (KafkaError._AUTHENTICATION, KafkaError._SSL):
-            return
-        self.raised = True
-        raise DeliveryError(
-            f"Kafka refused the connection: {err.str()}",
-            hint="check kafka.security_protocol, sasl_mechanism, sasl_username, sasl_password "
-            "and ssl_ca_location against the broker's listener",
-        )
 
 
 class RegistryConfig(_Section):

@@ -1,20 +1,24 @@
 """`bridge demo`: the whole path on the local stack, from a fresh machine.
 
-Starts PostgreSQL, Kafka and the registry (deploy/local/stack.py, so this needs a
-checkout of the repository), checks them with `bridge check`, streams a small
-shop workload through the bridge, and prints what a plain Avro consumer reads
-next to what PostgreSQL holds.
+Starts PostgreSQL, Kafka and the registry (the local stack, `deploy/local/stack.py`:
+development tooling, not part of the installed package), checks them with `bridge
+check`, streams a small shop workload through the bridge, and prints what a plain Avro
+consumer reads next to what PostgreSQL holds.
+
+The stack is imported as the top-level module `stack`, found on the import path like
+any other module: `./deploy/local/dev.sh demo` puts `deploy/local` on PYTHONPATH
+(`PYTHONPATH=deploy/local bridge demo` does the same by hand). The package never
+computes a path into the checkout, so an installed bridge does not depend on where
+its sources were.
 """
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
-import sys
+import importlib
 import tempfile
 import threading
 import time
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -24,12 +28,13 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from bridge.build import build_pipeline
 from bridge.check import run_checks
 from bridge.config import Config
 from bridge.errors import BridgeError
-from bridge.pipeline import Pipeline
+from bridge.produce import kafka_client_config
 
-STACK_FILE = Path(__file__).resolve().parents[1] / "deploy" / "local" / "stack.py"
+STACK_MODULE = "stack"  # deploy/local/stack.py, on PYTHONPATH (see above)
 
 WORKLOAD = [
     "CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text, "
@@ -44,16 +49,18 @@ WORKLOAD = [
 
 
 def _load_stack() -> ModuleType:
-    if not STACK_FILE.is_file():
+    try:
+        module = importlib.import_module(STACK_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != STACK_MODULE:
+            raise
+        module = None
+    if module is None or not hasattr(module, "Stack"):
         raise BridgeError(
-            f"the local stack is not here ({STACK_FILE})",
-            hint="run the demo from a checkout of the repository: ./deploy/local/dev.sh demo",
+            "the local stack (deploy/local/stack.py) is not on the import path",
+            hint="run the demo from a checkout: ./deploy/local/dev.sh demo, or "
+            "PYTHONPATH=deploy/local bridge demo",
         )
-    spec = importlib.util.spec_from_file_location("pgkb_local_stack", STACK_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
     return module
 
 
@@ -81,7 +88,7 @@ def consume(cfg: Config, topic: str, count: int, timeout: float = 60.0) -> list[
     decode = AvroDeserializer(registry)
     consumer = Consumer(
         {
-            **cfg.kafka.client_config(),
+            **kafka_client_config(cfg.kafka),
             "group.id": f"demo-{time.time_ns()}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -127,7 +134,7 @@ def _demo(stack: Any) -> None:
         print("\n$ bridge check")
         for result in run_checks(cfg):
             print(f"{'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}")
-        pipeline = Pipeline(cfg)
+        pipeline = build_pipeline(cfg)
         worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
         worker.start()
         for statement in WORKLOAD[1:]:

@@ -36,7 +36,7 @@ from bridge.errors import (
     SourceError,
 )
 
-log: Final = logging.getLogger("bridge.metrics")
+log = logging.getLogger("bridge.metrics")
 
 DEPENDENCIES: Final = ("postgres", "kafka", "registry")
 # Pre-set to 0 so rate() works from the first scrape. "kafka": client errors

@@ -1,5 +1,10 @@
 """The loop that wires source → decode → events → schema → serialize → produce → acks.
 
+`Pipeline` only runs: it gets ready collaborators (built and opened by
+`bridge.build.build_pipeline`, which also owns closing them) and moves replication
+messages through them. Compiled (setup.py): `_loop`, `_change` and `_send` run per
+message and per row.
+
 Loop priorities, highest first:
 1. a failed delivery stops everything (nothing past it is ever acknowledged);
 2. keepalives and status updates (inside `ReplicationStream.read`, and through
@@ -13,30 +18,24 @@ Loop priorities, highest first:
 from __future__ import annotations
 
 import logging
-import signal
 import time
-from types import FrameType
-from typing import Any, Final
-
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
 from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
-from bridge.config import Config, RaiseOnRefusal
-from bridge.decode.messages import Relation
-from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
+from bridge.config import Config
+from bridge.decode.messages import Message, Relation
+from bridge.eos import KafkaTransactions
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
-from bridge.http import operations
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
-from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
-from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
-from bridge.schema.encoders import encoder_cache
-from bridge.schema.registry import Registry
-from bridge.serialize import ChangeEncoder, Record, TxSource
+from bridge.serialize import Record, TxSource
 from bridge.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,
@@ -44,9 +43,6 @@ from bridge.sidetopics import (
     TransactionTopic,
     tx_id,
 )
-from bridge.snapshot import SnapshotManager
-from bridge.source import libpq, slots
-from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
 log: Final = logging.getLogger("bridge.pipeline")
@@ -57,85 +53,115 @@ _SERVICE_EVERY: Final = 4096
 _ACK_EVERY_S: Final = 0.005
 _IDLE_WAIT_S: Final = 0.2
 _IN_FLIGHT_WAIT_S: Final = 0.01
-# Final aliases: compiled code reads them as statics; the imported names are looked up in
-# the module's dict on every use, and these are used per event.
-_CHANGE: Final = Change
-_TX_BEGIN: Final = TxBegin
-_TX_COMMIT: Final = TxCommit
-_MESSAGE_EVENT: Final = LogicalMessageEvent
-_VERSION: Final = __version__
+
+
+class KeyedTable(Protocol):
+    @property
+    def key_schema(self) -> Mapping[str, Any] | None: ...
+
+
+class RowEncoder(Protocol):
+    """One table version's encoder: a change → its Kafka records (key, value)."""
+
+    @property
+    def table(self) -> KeyedTable: ...
+
+    def records(self, change: Change, tx: TxSource) -> list[Record]: ...
+
+
+class Encoders(Protocol):
+    def get(self, relation: Relation) -> tuple[str, RowEncoder]:
+        """Topic and encoder of a relation version (registers its schemas the first time)."""
+
+
+class Snapshots(Protocol):
+    def run_initial(self, should_stop: Callable[[], bool]) -> bool: ...
+
+    def is_private(self, relation: Relation) -> bool: ...
+
+
+class Incremental(Protocol):
+    def on_change(
+        self, change: Change, records: list[Record], tx: TxSource
+    ) -> list[tuple[str, bytes | None, bytes | None]]: ...
+
+    def on_acknowledged(self, lsn: int) -> None: ...
+
+
+class Oversized(Protocol):
+    def limit(self, topic: str, relation: Relation) -> int: ...
+
+    def divert(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        relation: Relation,
+        key_schema: Mapping[str, Any] | None,
+        tx: TxSource,
+    ) -> tuple[str, bytes | None, bytes | None]: ...
+
+
+@dataclass
+class Parts:
+    """What a pipeline runs with, ready to use; `resources` closes whatever is open."""
+
+    metrics: Metrics
+    routing: Routing
+    snapshots: Snapshots
+    incremental: Incremental | None
+    encoders: Encoders
+    decode: Callable[[bytes], Message]
+    start_streaming: Callable[[], None]  # START_REPLICATION on the replication connection
+    start_lsn: LSN  # where the slot resumes
+    describe: str  # the plugin and its options, for the log
+    stream: ReplicationStream
+    assembler: EventAssembler
+    tracker: AckTracker
+    producer: Producer
+    oversized: Oversized
+    eos: KafkaTransactions | None
+    txmeta: TransactionTopic
+    messages: MessageTopic
+    heartbeat: Heartbeat
+    resources: ExitStack
 
 
 class Pipeline:
-    """One replication slot streamed into Kafka until `stop()` or an error."""
+    """One replication slot streamed into Kafka until `stop()` or an error.
 
-    def __init__(self, cfg: Config, metrics: Metrics | None = None) -> None:
+    Takes its collaborators ready (`Parts`) and closes them through `parts.resources`
+    when `run` ends, or on `close()` if it never runs.
+    """
+
+    def __init__(self, cfg: Config, parts: Parts) -> None:
         self.cfg = cfg
-        self.metrics = metrics if metrics is not None else Metrics()
-        self._event_counts = self.metrics.events
+        self.metrics = parts.metrics
+        self.routing = parts.routing
+        self.snapshots = parts.snapshots
+        self.incremental = parts.incremental
+        self.encoders = parts.encoders
+        self.decode = parts.decode
+        self.stream = parts.stream
+        self.assembler = parts.assembler
+        self.tracker = parts.tracker
+        self.producer = parts.producer
+        self.oversized = parts.oversized
+        self.eos = parts.eos
+        self.txmeta = parts.txmeta
+        self.messages = parts.messages
+        self.heartbeat = parts.heartbeat
+        self._start_streaming = parts.start_streaming
+        self.start_lsn = parts.start_lsn
+        self._describe = parts.describe
+        self._resources = parts.resources
+        self._event_counts = parts.metrics.events
         self._stopping = False
-        src, kafka = cfg.source, cfg.kafka
-        self.routing = Routing.from_config(cfg)
-        self._catalog_conn = libpq.connect(src.conninfo(), replication=False)
-        rc = libpq.ReplicationConnection(libpq.connect(src.conninfo(), replication=True))
-        self._rc = rc
-        version = slots.check_prerequisites(rc)
-        self.plugin: Plugin = open_plugin(cfg, version, self._catalog_conn)
-        self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
-        slot = self.snapshots.ensure_slot(rc)
-        self.start_lsn = slot.confirmed_flush or LSN(0)
-        self.assembler = EventAssembler(
-            decode=self.plugin.decode,
-            decode_streamed=self.plugin.decode_streamed,
-            spill_dir=cfg.pipeline.spill_dir / src.slot_name,
-            memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
-        )
-        registry = Registry(
-            SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
-        )
-        self.encoders = encoder_cache(
-            cfg, self._catalog_conn, registry, self.routing.topic, binary=src.binary
-        )
-        self.incremental = self.snapshots.incremental(self.encoders, self.assembler.relations.get)
-        self.stream = ReplicationStream(rc, StatusTracker(src.status_interval_s, self.start_lsn))
-        self.tracker = AckTracker(self.start_lsn)
-        client_config = kafka.client_config()
-        if kafka.exactly_once:
-            client_config["transactional.id"] = kafka.transactional_id or f"bridge-{src.slot_name}"
-            # A PostgreSQL transaction is never split across Kafka transactions, so a
-            # large one must fit: the broker's default transaction.max.timeout.ms.
-            client_config["transaction.timeout.ms"] = 900_000
-        callbacks = self.metrics.kafka_callbacks()
-        # Metrics observe every client error; a refused login or TLS handshake still stops us.
-        callbacks["error_cb"] = RaiseOnRefusal(callbacks["error_cb"])
-        self.producer = Producer(
-            {**client_config, **callbacks},
-            self.tracker,
-            overrides=kafka.producer,
-            max_in_flight_records=cfg.pipeline.max_in_flight_records,
-            max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
-            while_blocked=self.metrics.ticking(self.stream.service),
-        )
-        self.metrics.watch(self.tracker, self.producer, self.snapshots.progress, self.stream.status)
-        self.oversized = OversizedPolicy(
-            cfg.pipeline.oversized,
-            cfg.pipeline.dead_letter_topic or f"{kafka.topic_prefix}.dlq",
-            TopicLimits(
-                kafka.client_config(), producer_max_bytes(kafka.producer), kafka.request_timeout_s
-            ),
-            self.tracker.tables,
-        )
-        self.eos: KafkaTransactions | None = None
-        if kafka.exactly_once:
-            self.eos = self._start_transactions(client_config)
-        self.txmeta = TransactionTopic(registry, kafka.topic_prefix)
-        self.messages = MessageTopic(registry, kafka.topic_prefix)
-        self.heartbeat = Heartbeat(
-            registry, kafka.topic_prefix, cfg.pipeline.heartbeat_interval_s, self._emit_heartbeat
-        )
         # Read per transaction: plain attributes, not lookups through the config models.
-        self._server, self._db = kafka.topic_prefix, src.dbname
+        self._server, self._db = cfg.kafka.topic_prefix, cfg.source.dbname
         self._tx_metadata = cfg.pipeline.transaction_metadata
+        self._messages_on = cfg.source.messages
+        self._skipped_ops = self.routing.skipped_ops
         self._tx: TxHandle | None = None
         self._tx_source: TxSource | None = None
         self._tx_ident = ""
@@ -144,47 +170,25 @@ class Pipeline:
         self._next_ack = 0.0
         self._routes: dict[int, _Route] = {}
 
-    def _start_transactions(self, client_config: dict[str, Any]) -> KafkaTransactions:
-        kafka = self.cfg.kafka
-        topic = kafka.offsets_topic or f"{kafka.topic_prefix}.bridge_offsets"
-        timeout = kafka.request_timeout_s * 3
-        ensure_offsets_topic(self.cfg.kafka.client_config(), topic, timeout)
-        self.producer.init_transactions(timeout)  # fences an older instance first
-        committed = read_committed_lsn(
-            self.cfg.kafka.client_config(), topic, self.cfg.source.slot_name.encode(), timeout
-        )
-        eos = KafkaTransactions(
-            self.producer,
-            topic,
-            self.cfg.source.slot_name,
-            max_records=kafka.transaction_max_records,
-            max_interval_s=kafka.transaction_interval_ms / 1000,
-            commit_timeout_s=self.cfg.pipeline.shutdown_timeout_s,
-        )
-        eos.start(committed)
-        log.info("exactly-once: last LSN committed in Kafka is %s", committed)
-        return eos
-
     def run(self) -> None:
         """Stream until stopped; on the way out flush, confirm and close cleanly."""
-        if not self.snapshots.run_initial(lambda: self._stopping):
-            # initial_only, or stopped during the snapshot: replication never started
-            self.stream.closed = True
-            self._rc.close()
-            self._close()
-            return
-        slots.start_replication(
-            self._rc,
-            self.cfg.source.slot_name,
-            self.start_lsn,
-            self.plugin.options,
-            busy_timeout_s=self.cfg.source.slot_busy_timeout_s,
-        )
+        try:
+            if not self.snapshots.run_initial(lambda: self._stopping):
+                # initial_only, or stopped during the snapshot: replication never started,
+                # so there is no stream to end with a status update
+                self.stream.closed = True
+                return
+            self._stream()
+        finally:
+            self.close()
+
+    def _stream(self) -> None:
+        self._start_streaming()
         log.info(
             "streaming slot %s from %s with %s",
             self.cfg.source.slot_name,
             self.start_lsn,
-            self.plugin.describe(),
+            self._describe,
         )
         self.metrics.set_connected("postgres", True)
         try:
@@ -200,15 +204,18 @@ class Pipeline:
             raise
         finally:
             self.metrics.set_connected("postgres", False)
-            self._close()
 
     def stop(self) -> None:
         """Safe from a signal handler: the loop and a full producer both notice."""
         self._stopping = True
         self.producer.stopping = True
 
+    def close(self) -> None:
+        """Close every collaborator that is open (the builder registered each one)."""
+        self._resources.close()
+
     def _loop(self) -> None:
-        stream, assembler, decode = self.stream, self.assembler, self.plugin.decode
+        stream, assembler, decode = self.stream, self.assembler, self.decode
         tracker, exactly_once = self.tracker, self.eos is not None
         while not self._stopping:
             data = stream.read(idle_wait_s(tracker.in_flight_records, exactly_once))
@@ -224,15 +231,15 @@ class Pipeline:
                     # COMMIT PREPARED): keep answering keepalives during the replay.
                     unserviced = 0
                     stream.service()
-                kind = type(event)
-                if kind is _CHANGE:
-                    self._change(event)  # type: ignore[arg-type]
-                elif kind is _TX_BEGIN:
-                    self._begin(event)  # type: ignore[arg-type]
-                elif kind is _TX_COMMIT:
-                    self._commit(event)  # type: ignore[arg-type]
-                elif kind is _MESSAGE_EVENT:
-                    self._message(event)  # type: ignore[arg-type]
+                match event:
+                    case Change():
+                        self._change(event)
+                    case TxBegin():
+                        self._begin(event)
+                    case TxCommit():
+                        self._commit(event)
+                    case LogicalMessageEvent():
+                        self._message(event)
 
     def _begin(self, event: TxBegin) -> None:
         self._tx = self.tracker.open_tx()
@@ -241,7 +248,7 @@ class Pipeline:
         if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
         self._tx_source = TxSource(
-            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, _VERSION
+            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, __version__
         )
         if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
@@ -249,43 +256,48 @@ class Pipeline:
     def _change(self, change: Change) -> None:
         if self._skipping:
             return
+        tx = self._tx_source
+        assert tx is not None
         relation = change.relation
         if relation is None:  # transactional logical decoding message
-            if change.message is not None and change.message.prefix != HEARTBEAT_PREFIX:
-                xid = self._tx_source.base["txId"] if self._tx_source else None
-                self._send(self.messages.topic, *self.messages.record(change.message, xid))
+            message = change.message
+            if message is not None and message.prefix != HEARTBEAT_PREFIX:
+                self._send(self.messages.topic, *self.messages.record(message, tx.base["txId"]))
             return
         route = self._routes.get(relation.oid)
         if route is None or route.relation is not relation:
             route = self._routes[relation.oid] = _Route(relation, self)
         if route.private:
             return  # the bridge's own snapshot progress tables
-        assert self._tx_source is not None
         records: list[Record] = []
-        if route.captured and change.op not in self.routing.skipped_ops:
-            op = change.op
-            counted = route.count_keys.get(op)
-            if counted is None:  # the same key object each time: the lookup skips comparing
-                counted = route.count_keys[op] = (relation.namespace, relation.name, op)
-            self._event_counts[counted] += 1
-            encoder = route.encoder
-            if encoder is None:
-                encoder = route.resolve(self)
-            topic = route.topic
-            records = encoder.records(change, self._tx_source)
-            for key, value in records:
-                if len(key or b"") + len(value or b"") > route.limit:
-                    key_schema = encoder.table.key_schema
-                    self._send(
-                        *self.oversized.divert(
-                            topic, key, value, relation, key_schema, self._tx_source
-                        )
-                    )
-                else:
-                    self._send(topic, key, value)
+        if route.captured and change.op not in self._skipped_ops:
+            records = self._records(route, change, tx)
         if self.incremental is not None:  # signals, watermarks, chunk rows at a window's end
-            for extra in self.incremental.on_change(change, records, self._tx_source):
+            for extra in self.incremental.on_change(change, records, tx):
                 self._send(*extra)
+
+    def _records(self, route: _Route, change: Change, tx: TxSource) -> list[Record]:
+        """Encode and send one captured change; its records (for the incremental snapshot)."""
+        op = change.op
+        counted = route.count_keys.get(op)
+        if counted is None:  # the same key object each time: the lookup skips comparing
+            relation = route.relation
+            counted = route.count_keys[op] = (relation.namespace, relation.name, op)
+        self._event_counts[counted] += 1
+        encoder = route.encoder
+        if encoder is None:
+            encoder = route.resolve(self)
+        topic, limit = route.topic, route.limit
+        records = encoder.records(change, tx)
+        for key, value in records:
+            if len(key or b"") + len(value or b"") > limit:
+                key_schema = encoder.table.key_schema
+                self._send(
+                    *self.oversized.divert(topic, key, value, route.relation, key_schema, tx)
+                )
+            else:
+                self._send(topic, key, value)
+        return records
 
     def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
         assert self._tx is not None
@@ -313,7 +325,7 @@ class Pipeline:
         """Non-transactional logical decoding message (heartbeats among them)."""
         if event.prefix == HEARTBEAT_PREFIX:
             self._send_untracked(self.heartbeat.topic, *self.heartbeat.record(event.lsn))
-        elif self.cfg.source.messages:
+        elif self._messages_on:
             key, value = self.messages.encode(
                 {"prefix": event.prefix},
                 {
@@ -343,26 +355,17 @@ class Pipeline:
             self.heartbeat.beat(now)
         self._acknowledge()
 
-    def _emit_heartbeat(self) -> None:
-        self._catalog_conn.execute(
-            "SELECT pg_logical_emit_message(false, %s, %s)",
-            (HEARTBEAT_PREFIX, str(time.time_ns() // 1_000_000)),
-        )
-
     def _acknowledge(self) -> None:
         self.producer.poll()
-        idle = self.assembler.idle_wal_end()
-        if idle is not None:
-            idle = max(idle, self.stream.server_wal_end)
-        holds = [h for h in (self.assembler.hold_lsn(), self._eos_hold()) if h is not None]
-        lsn = self.tracker.flush_lsn(idle_position=idle, hold_lsn=min(holds) if holds else None)
+        lsn = self.tracker.flush_lsn(
+            idle_position=self.assembler.idle_wal_end(),
+            server_wal_end=self.stream.server_wal_end,
+            holds=(self.assembler.hold_lsn(), None if self.eos is None else self.eos.hold_lsn()),
+        )
         self.stream.confirm(lsn)
         self.metrics.confirmed(lsn)
         if self.incremental is not None:
             self.incremental.on_acknowledged(lsn)
-
-    def _eos_hold(self) -> int | None:
-        return self.eos.hold_lsn() if self.eos is not None else None
 
     def _drain(self) -> None:
         """Graceful stop: deliver what is in flight, then report the final position."""
@@ -374,22 +377,6 @@ class Pipeline:
         self._acknowledge()
         self.stream.send_status()
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))
-
-    def _close(self) -> None:
-        """Every step runs even if an earlier one fails: the error that ended the run is
-        the one to report, not a cleanup failure."""
-        steps = (
-            ("spill buffers", self.assembler.close),
-            ("Kafka producer", self.producer.close),
-            ("replication stream", self.stream.close),
-            ("catalog connection", self._catalog_conn.close),
-            ("snapshot readers", self.snapshots.close),
-        )
-        for name, close in steps:
-            try:
-                close()
-            except Exception as exc:  # cleanup only: logged, never raised over the cause
-                log.warning("closing the %s: %s", name, exc)
 
 
 class _Route:
@@ -407,12 +394,12 @@ class _Route:
         self.relation = relation
         self.private = pipeline.snapshots.is_private(relation)
         self.captured = pipeline.routing.captured(relation)
-        self.encoder: ChangeEncoder | None = None
+        self.encoder: RowEncoder | None = None
         self.topic = ""
         self.limit = 0
         self.count_keys: dict[str, tuple[str, str, str]] = {}  # Metrics.events keys by op
 
-    def resolve(self, pipeline: Pipeline) -> ChangeEncoder:
+    def resolve(self, pipeline: Pipeline) -> RowEncoder:
         self.topic, encoder = pipeline.encoders.get(self.relation)
         self.limit = pipeline.oversized.limit(self.topic, self.relation)
         self.encoder = encoder
@@ -428,20 +415,3 @@ def idle_wait_s(in_flight_records: int, exactly_once: bool) -> float:
     open Kafka transaction, and a short wait would commit after every short pause.
     """
     return _IN_FLIGHT_WAIT_S if in_flight_records and not exactly_once else _IDLE_WAIT_S
-
-
-def run_pipeline(cfg: Config) -> None:
-    """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
-    metrics = Metrics()
-    with operations(cfg, metrics):
-        _run_until_signalled(Pipeline(cfg, metrics))
-
-
-def _run_until_signalled(pipeline: Pipeline) -> None:
-    def on_signal(signum: int, frame: FrameType | None) -> Any:
-        log.info("signal %s: stopping", signal.Signals(signum).name)
-        pipeline.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    pipeline.run()

@@ -8,7 +8,6 @@ pglogical_output).
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -21,12 +20,8 @@ from bridge.decode.pglogical import PglogicalDecoder, check_startup, pglogical_o
 from bridge.decode.pgoutput import PgoutputDecoder, pgoutput_options
 from bridge.errors import ConfigError, ProtocolError, SchemaError, SourceError
 from bridge.source import slots
-from bridge.source.stream import ReplicationStream
 
 log = logging.getLogger("bridge.plugins")
-
-_STREAM_START = b"S" + struct.pack(">IB", 0, 1)
-_INSPECTED = frozenset({Begin, Relation, Startup})  # pglogical messages the plugin checks
 
 
 class Plugin(Protocol):
@@ -40,8 +35,6 @@ class Plugin(Protocol):
     @property
     def decode_streamed(self) -> Callable[[bytes], Message]:
         """Decoder for buffered streamed records replayed after their stream block."""
-
-    def after_start(self, stream: ReplicationStream) -> None: ...
 
     def describe(self) -> str: ...
 
@@ -72,15 +65,10 @@ class Pgoutput:
             origin=src.origin,
         )
         self.decode = PgoutputDecoder(self.proto_version).decode
-        # Buffered stream records are replayed outside their S…E block: a decoder
-        # kept inside a stream reads their xid prefix.
-        streamed = PgoutputDecoder(self.proto_version)
-        if self.proto_version >= 2:
-            streamed.decode(_STREAM_START)
+        # Buffered stream records are replayed after their S…E block has closed: a
+        # decoder that starts inside a stream reads their xid prefix.
+        streamed = PgoutputDecoder(self.proto_version, in_stream=self.proto_version >= 2)
         self.decode_streamed = streamed.decode
-
-    def after_start(self, stream: ReplicationStream) -> None:
-        return None
 
     def describe(self) -> str:
         return "pgoutput " + ", ".join(f"{k}={v}" for k, v in self.options)
@@ -128,25 +116,20 @@ class Pglogical:
 
     def _checked(self, data: bytes) -> Message:
         msg = self._decode(data)
-        return self._inspect(msg) if type(msg) in _INSPECTED else msg
-
-    def _inspect(self, msg: Message) -> Message:
-        if isinstance(msg, Relation):
-            return with_column_types(self._conn, msg)
-        if isinstance(msg, Startup):
-            check_startup(msg, self.options)
-            self._started = True
-        elif not self._started:
-            raise ProtocolError(
-                "B",
-                0,
-                "transaction before the startup message: the value formats were never "
-                "agreed; is the slot's plugin pglogical_output 2.x?",
-            )
+        match msg:
+            case Relation():
+                return with_column_types(self._conn, msg)
+            case Startup():
+                check_startup(msg, self.options)
+                self._started = True
+            case Begin() if not self._started:
+                raise ProtocolError(
+                    "B",
+                    0,
+                    "transaction before the startup message: the value formats were never "
+                    "agreed; is the slot's plugin pglogical_output 2.x?",
+                )
         return msg
-
-    def after_start(self, stream: ReplicationStream) -> None:
-        return None  # the startup message only comes with the first transaction
 
     def describe(self) -> str:
         wanted = dict(self.options)

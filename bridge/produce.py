@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as _Client
 
 from bridge.acks import AckTracker, TxHandle, delivery_error
+from bridge.config import KafkaConfig
 from bridge.errors import ConfigError, DeliveryError
 
 ConfigValue = str | int | float | bool
@@ -75,6 +76,38 @@ _ALIASES: Final[tuple[frozenset[str], ...]] = tuple(
     )
 )
 _QUOTED: Final = re.compile(r"[\"`]([A-Za-z0-9._]+)[\"`]")
+
+
+def kafka_client_config(kafka: KafkaConfig) -> dict[str, Any]:
+    """`kafka.client_config()` for one client, with the policy that stops it (below)."""
+    return {**kafka.client_config(), "error_cb": RaiseOnRefusal()}
+
+
+class RaiseOnRefusal:
+    """librdkafka `error_cb`: a refused SASL login or TLS handshake ends the client's user.
+
+    librdkafka retries both forever, yet neither heals without a configuration change, so the
+    next poll/flush raises this instead of the bridge waiting out message.timeout.ms. (TLS
+    disconnects are reported as transport errors, not _SSL.) Raised once per client, so
+    closing the client afterwards does not raise again. `observer` (another `error_cb`, such
+    as the metrics') sees every error first.
+    """
+
+    def __init__(self, observer: Callable[[KafkaError], object] | None = None) -> None:
+        self.observer = observer
+        self.raised = False
+
+    def __call__(self, err: KafkaError) -> None:
+        if self.observer is not None:
+            self.observer(err)
+        if self.raised or err.code() not in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            return
+        self.raised = True
+        raise DeliveryError(
+            f"Kafka refused the connection: {err.str()}",
+            hint="check kafka.security_protocol, sasl_mechanism, sasl_username, sasl_password "
+            "and ssl_ca_location against the broker's listener",
+        )
 
 
 def producer_config(
@@ -143,6 +176,7 @@ class Producer:
     `while_blocked` runs on every turn spent waiting for Kafka (the pipeline passes
     `ReplicationStream.service`, so keepalives are answered and status updates sent
     while the producer is full). Record bytes are value bytes, as in `bridge.acks`.
+    `client` makes the librdkafka client from the merged settings (a fake in unit tests).
     """
 
     def __init__(
@@ -156,6 +190,7 @@ class Producer:
         while_blocked: Callable[[], None] = _no_op,
         poll_every: int = 1_000,
         blocked_poll_s: float = 0.1,
+        client: Callable[[dict[str, Any]], Any] = _Client,
     ) -> None:
         if max_in_flight_records < 1 or max_in_flight_bytes < 1 or poll_every < 1:
             raise ConfigError(
@@ -165,7 +200,7 @@ class Producer:
         overrides = overrides or {}
         conf = producer_config(client_config, overrides)
         try:
-            self._client = _Client(conf)
+            self._client = client(conf)
         except KafkaException as exc:
             raise _config_error(exc.args[0].str(), overrides) from None
         except (TypeError, ValueError) as exc:

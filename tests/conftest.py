@@ -43,6 +43,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from compiled import ROOT, stale_build_message
 from stack_module import load_stack_module
 
 STACK_FIXTURES = {
@@ -61,6 +62,13 @@ def _unique(prefix: str) -> str:
 
 
 SLOW_BUILD_FIXTURES = {"helm"}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test a compiled build older than its sources (tests/compiled.py)."""
+    message = stale_build_message(ROOT)
+    if message is not None:
+        raise pytest.UsageError(message)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -99,16 +99,26 @@ def test_hold_caps_strictly_below_and_releases() -> None:
     tracker = AckTracker()
     handle = _tx(tracker, 100, [1])
     tracker.delivered(handle, 1)
-    assert tracker.flush_lsn(idle_position=500, hold_lsn=80) == 79
-    assert tracker.flush_lsn(idle_position=500, hold_lsn=300) == 299
+    assert tracker.flush_lsn(idle_position=500, holds=(80,)) == 79
+    assert tracker.flush_lsn(idle_position=500, holds=(300,)) == 299
     assert tracker.flush_lsn(idle_position=500) == 500
+
+
+def test_idle_follows_the_server_position_and_the_lowest_hold() -> None:
+    tracker = AckTracker()
+    handle = _tx(tracker, 100, [1])
+    tracker.delivered(handle, 1)
+    # Between transactions the keepalive's position counts too; inside one, neither.
+    assert tracker.flush_lsn(idle_position=None, server_wal_end=700) == 100
+    assert tracker.flush_lsn(idle_position=500, server_wal_end=700, holds=(None,)) == 700
+    assert tracker.flush_lsn(idle_position=990, holds=(None, 950, 920)) == 919
 
 
 def test_never_regresses() -> None:
     tracker = AckTracker()
     assert tracker.flush_lsn(idle_position=500) == 500
     assert tracker.flush_lsn(idle_position=400) == 500
-    assert tracker.flush_lsn(idle_position=600, hold_lsn=100) == 500
+    assert tracker.flush_lsn(idle_position=600, holds=(100,)) == 500
     _tx(tracker, 650, [1])
     assert tracker.flush_lsn(idle_position=900) == 600
 
@@ -264,7 +274,7 @@ class WatermarkMachine(RuleBasedStateMachine):
             # The pipeline reports an idle position only between transactions.
             idle = self.position + idle_gap
         hold = None if hold_gap is None else self.position + hold_gap
-        result = self.tracker.flush_lsn(idle_position=idle, hold_lsn=hold)
+        result = self.tracker.flush_lsn(idle_position=idle, holds=(hold,))
 
         complete = self._complete_prefix()
         if idle is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,38 @@ def test_check_names_a_missing_publication(stack: Any, pg_db: str, tmp_path: Pat
     result = bridge("check", "--config", str(path))
     assert result.returncode == 1
     assert "FAIL publication" in result.stdout and "CREATE PUBLICATION" in result.stdout
+
+
+def test_demo_without_the_stack_on_the_import_path_says_how_to_run_it() -> None:
+    """The installed package never reaches into the checkout for deploy/local/stack.py."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "from bridge.demo import _load_stack; _load_stack()"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO / "bench",  # not the repository root, where `stack` is not either
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "not on the import path" in result.stderr
+    assert "./deploy/local/dev.sh demo" in result.stderr
+
+
+def test_demo_finds_the_stack_as_dev_sh_puts_it() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "deploy" / "local")}
+    code = "from bridge.demo import _load_stack; print(_load_stack().Stack.__name__)"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO / "bench",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Stack"
+    assert 'PYTHONPATH="$ROOT/deploy/local' in (REPO / "deploy/local/dev.sh").read_text()

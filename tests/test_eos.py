@@ -21,10 +21,10 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from waiting import wait_for
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.eos import KafkaTransactions
 from bridge.errors import DeliveryError
-from bridge.pipeline import Pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -157,7 +157,9 @@ def test_second_instance_fences_the_first(
     topic_prefix: str,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
-    first = Pipeline(Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix)))
+    first = build_pipeline(
+        Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix))
+    )
     failure: list[BaseException] = []
 
     def run_first() -> None:
@@ -173,7 +175,7 @@ def test_second_instance_fences_the_first(
     try:
         reader.read_until(lambda: 1 in reader.counts)
         # Same slot name → same transactional id: constructing it fences the first.
-        second = Pipeline(
+        second = build_pipeline(
             Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix))
         )
         pg_conn.execute("INSERT INTO t VALUES (2)")

@@ -21,12 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from waiting import wait_for
 
 from bridge import __version__
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.decode.messages import PG_EPOCH_OFFSET_US
 from bridge.errors import ConfigError, DeliveryError, ProtocolError, SourceError
 from bridge.http import HealthServer, Monitor, operations
 from bridge.metrics import ERROR_STAGES, BridgeCollector, Metrics, collector_registry
-from bridge.pipeline import Pipeline
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "dashboard.json"
 
@@ -532,7 +532,7 @@ def test_live_pipeline_metrics_and_health(
         http={"port": 0},
     )
     metrics = Metrics()
-    pipeline = Pipeline(cfg, metrics)
+    pipeline = build_pipeline(cfg, metrics)
     server = HealthServer(metrics, "127.0.0.1", 0).start()
     monitor = Monitor.for_config(cfg, metrics, interval_s=0.5).start()
     worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)

@@ -21,11 +21,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
 from bridge.acks import AckTracker
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.demo import consume
 from bridge.errors import DeliveryError
 from bridge.oversized import RECORD_OVERHEAD, TopicLimits, key_text
-from bridge.pipeline import Pipeline
 
 KEY_SCHEMA = {
     "type": "record",
@@ -99,7 +99,7 @@ class _Running:
     """A Pipeline in a thread, keeping the exception it ended with."""
 
     def __init__(self, cfg: Config) -> None:
-        self.pipeline = Pipeline(cfg)
+        self.pipeline = build_pipeline(cfg)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
         self.thread.start()

@@ -9,10 +9,10 @@ from typing import Any
 
 import psycopg
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.errors import ProtocolError
 from bridge.lsn import LSN
-from bridge.pipeline import Pipeline
 
 
 def slot_position(conn: psycopg.Connection[Any], slot: str) -> LSN:
@@ -55,15 +55,15 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
         http={"port": 0},
         snapshot={"mode": "no_data"},
     )
-    pipeline = Pipeline(cfg)
-    decode = pipeline.plugin.decode
+    pipeline = build_pipeline(cfg)
+    decode = pipeline.decode
 
     def poisoned(raw: bytes) -> Any:
         if b"POISON" in raw:
             raise ProtocolError("I", 7, "test: poisoned message")
         return decode(raw)
 
-    pipeline.plugin.decode = poisoned  # type: ignore[misc]
+    pipeline.decode = poisoned
     failure: list[BaseException] = []
 
     def run() -> None:

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+# Defined with the replication envelope (source, the layer below); re-exported (the `as`
+# form is mypy's explicit re-export) for the layers above, whose commit timestamps come
+# from these messages.
+from bridge.source.envelope import PG_EPOCH_OFFSET_US as PG_EPOCH_OFFSET_US  # noqa: PLC0414
+
 # Tuple value kinds, one byte per column in TupleData.kinds.
 KIND_NULL: Final = ord("n")
 KIND_UNCHANGED: Final = ord("u")  # unchanged TOASTed value, not sent
@@ -18,7 +23,6 @@ KIND_TEXT: Final = ord("t")
 KIND_BINARY: Final = ord("b")  # type's send/recv format
 KIND_INTERNAL: Final = ord("i")  # pglogical only: internal binary; refused by the client
 
-PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
 # Builds a NamedTuple in C: `new_tuple(Insert, (xid, relid, new))` is `Insert(xid, relid,
 # new)` without the Python-level __new__ NamedTuple generates (per-row and per-transaction
 # messages and events).

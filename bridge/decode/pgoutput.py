@@ -230,13 +230,19 @@ class PgoutputDecoder:
     """Turns one pgoutput message (the payload of an XLogData frame) into a `Message`.
 
     One instance per replication connection: it tracks whether a stream block is
-    open, which the wire format leaves implicit.
+    open, which the wire format leaves implicit. `in_stream` is the state it starts
+    in: True for the decoder that replays buffered streamed records after their
+    Stream Start … Stream Stop block has closed (each still carries its xid).
     """
 
     __slots__ = ("_inside", "_outside", "_proto_version", "_table")
 
-    def __init__(self, proto_version: int) -> None:
+    def __init__(self, proto_version: int, *, in_stream: bool = False) -> None:
         check_proto_version(proto_version)
+        if in_stream and proto_version < 2:
+            raise ProtocolError(
+                "S", 0, f"proto_version {proto_version} has no stream blocks (streaming needs 2+)"
+            )
         self._proto_version = proto_version
         outside: dict[int, Handler] = {
             ord("B"): _begin,
@@ -259,7 +265,7 @@ class PgoutputDecoder:
         inside[ord("E")] = self._stream_stop
         self._outside = outside
         self._inside = inside
-        self._table = outside
+        self._table = inside if in_stream else outside
 
     @property
     def proto_version(self) -> int:

@@ -31,7 +31,7 @@ import bridge
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.errors import ConfigError, SourceError
-from bridge.produce import Producer
+from bridge.produce import Producer, kafka_client_config
 from bridge.routing import Routing
 from bridge.snapshot import catalog, chunks
 from bridge.snapshot.chunks import Chunk
@@ -280,7 +280,7 @@ class InitialSnapshot:
         cfg = self._cfg
         tracker = AckTracker()
         producer = Producer(
-            cfg.kafka.client_config(),
+            kafka_client_config(cfg.kafka),
             tracker,
             overrides=cfg.kafka.producer,
             max_in_flight_records=cfg.pipeline.max_in_flight_records,

@@ -24,7 +24,7 @@ from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.store import DONE, INITIAL, PENDING, RUNNING, ProgressStore, is_private
 from bridge.source import libpq, slots
 
-log: Final = logging.getLogger("bridge.snapshot")
+log = logging.getLogger("bridge.snapshot")
 
 
 class SnapshotManager:

@@ -12,6 +12,9 @@ from typing import Final
 
 from bridge.errors import ProtocolError
 
+# Timestamps on the wire (send_time, commit times, status updates) count µs from 2000-01-01.
+PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
+
 # Bound methods and sizes as Final statics: `parse` runs once per message.
 _XLOG: Final = struct.Struct(">QQQ").unpack_from  # wal_start, wal_end, send_time
 _XLOG_END: Final = 25  # tag + header: where the payload starts

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from bridge.decode.messages import PG_EPOCH_OFFSET_US
-from bridge.source.envelope import status_update
+from bridge.source.envelope import PG_EPOCH_OFFSET_US, status_update
 
 # A flush position that moved is reported within this many seconds, so the slot's
 # confirmed position (what monitoring reads as lag, and what lets the server recycle

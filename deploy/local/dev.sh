@@ -95,7 +95,8 @@ case "$command" in
     demo)
         ensure_system_packages
         ensure_venv
-        exec "$VENV/bin/bridge" demo "$@"
+        # The demo imports the local stack (deploy/local/stack.py) as module `stack`.
+        PYTHONPATH="$ROOT/deploy/local${PYTHONPATH:+:$PYTHONPATH}" exec "$VENV/bin/bridge" demo "$@"
         ;;
     *)
         usage

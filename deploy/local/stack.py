@@ -1,7 +1,8 @@
 """The real local stack: PostgreSQL 15 + pglogical, Kafka 4 (KRaft), Apicurio schema registry.
 
 Everything runs on 127.0.0.1, on ports picked free at start, in a throwaway directory; stop()
-leaves no process behind. Tests (tests/conftest.py) and `bridge demo` import this file by path:
+leaves no process behind. Tests (tests/conftest.py) import this file by path; `bridge demo`
+imports it as module `stack` (dev.sh puts deploy/local on PYTHONPATH):
 
     stack = Stack(); stack.start()
     stack.dsn("mydb"), stack.kafka_bootstrap, stack.registry_url

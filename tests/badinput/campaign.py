@@ -36,7 +36,6 @@ Decode = Callable[[bytes], Message]
 # proto_version 4 only changes Stream Abort: with streaming=parallel it carries the
 # abort LSN and timestamp (25 bytes). No golden capture has it, so it is built here.
 _STREAM_ABORT_V4 = struct.pack(">cIIQq", b"A", 737, 737, 22271632, 848630194934251)
-_STREAM_START = struct.pack(">cIB", b"S", 737, 1)
 _PGOUTPUT_TYPES = b"BCORYIUDTMSEcAbPKrp"
 _PGLOGICAL_TYPES = b"SBCORIUD"
 
@@ -67,10 +66,7 @@ def _pgoutput_seeds() -> tuple[list[bytes], list[bytes]]:
 
 def _pgoutput(version: int, in_stream: bool, own: list[bytes], other: list[bytes]) -> Target:
     def make() -> Decode:
-        decoder = PgoutputDecoder(version)
-        if in_stream:
-            decoder.decode(_STREAM_START)
-        return decoder.decode
+        return PgoutputDecoder(version, in_stream=in_stream).decode
 
     def left(decode: Decode, data: bytes) -> bool:
         return decode.__self__.in_stream is not in_stream  # type: ignore[attr-defined]

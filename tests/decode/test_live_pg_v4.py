@@ -44,7 +44,6 @@ PROTO = 4
 BIG_ROWS = 2000  # x ~250 bytes: several times logical_decoding_work_mem
 PAD = 200
 TIMEOUT = 60.0
-STREAM_START = b"S" + struct.pack(">IB", 0, 1)
 ORIGIN_TIME = "2024-01-02 03:04:05+00"
 ORIGIN_TIME_US = 1_704_164_645_000_000  # ORIGIN_TIME in µs since 1970-01-01 UTC
 
@@ -95,8 +94,7 @@ class Capture:
         )
         self.stream = ReplicationStream(self.rc, StatusTracker(1.0))
         self.decoder = PgoutputDecoder(PROTO)
-        streamed = PgoutputDecoder(PROTO)
-        streamed.decode(STREAM_START)  # replayed stream records carry the xid prefix
+        streamed = PgoutputDecoder(PROTO, in_stream=True)  # replayed records carry the xid
         self.assembler = EventAssembler(
             decode=self.decoder.decode,
             decode_streamed=streamed.decode,

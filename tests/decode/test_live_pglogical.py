@@ -18,11 +18,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation, Startup
 from bridge.demo import consume
 from bridge.errors import SourceError
-from bridge.pipeline import Pipeline
 from bridge.plugins import ensure_pglogical
 from bridge.source import libpq
 from tests.decode.live import LiveSource, Open, one_transaction, source_config, table
@@ -206,7 +206,7 @@ def test_pipeline_to_kafka(
         pipeline={"spill_dir": tmp_path},
         http={"port": 0},
     )
-    pipeline = Pipeline(cfg)
+    pipeline = build_pipeline(cfg)
     worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
     worker.start()
     try:

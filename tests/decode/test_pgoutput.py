@@ -307,6 +307,21 @@ def test_v4_streams_like_v2() -> None:
     assert [dec.decode(encode(m)) for m in seq] == seq
 
 
+def test_decoder_started_inside_a_stream_reads_the_xid_prefix() -> None:
+    """The state buffered streamed records are replayed in: after Stream Stop, still with xid."""
+    ins = Insert(99, 5, TupleData(b"tb", (b"x", b"\x00")))
+    dec = PgoutputDecoder(2, in_stream=True)
+    assert dec.in_stream
+    assert dec.decode(encode(ins)) == ins
+    assert dec.decode(encode(StreamStop())) == StreamStop()
+    assert not dec.in_stream
+
+
+def test_proto_1_has_no_stream_state_to_start_in() -> None:
+    with pytest.raises(ProtocolError, match="no stream blocks"):
+        PgoutputDecoder(1, in_stream=True)
+
+
 def error_of(proto: int, data: bytes, *, in_stream: bool = False) -> ProtocolError:
     dec = PgoutputDecoder(proto)
     if in_stream:

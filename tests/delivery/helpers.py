@@ -22,9 +22,9 @@ import psycopg
 import yaml
 from waiting import wait_for
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.lsn import LSN
-from bridge.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,7 +146,7 @@ class PipelineThread:
     """A `Pipeline` on a daemon thread; an exception it dies of is kept for the test."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self.pipeline = Pipeline(Config(**settings))
+        self.pipeline = build_pipeline(Config(**settings))
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
         self._thread.start()

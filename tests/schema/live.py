@@ -22,8 +22,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from bridge.build import build_pipeline
 from bridge.config import Config
-from bridge.pipeline import Pipeline
 
 # Logical types whose Python form cannot hold every value the bridge writes (±infinity
 # sentinels, 24:00:00): the raw reader leaves these as the plain int/long on the wire.
@@ -68,7 +68,7 @@ class RunningPipeline:
     """A Pipeline on a daemon thread; the slot exists once the constructor returns."""
 
     def __init__(self, cfg: Config) -> None:
-        self.pipeline = Pipeline(cfg)
+        self.pipeline = build_pipeline(cfg)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
         self._thread.start()

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bridge.build import build_pipeline
 from bridge.config import Config
-from bridge.pipeline import Pipeline
 
 
 class Credentials(NamedTuple):
@@ -76,7 +76,7 @@ class RunningPipeline:
     """A Pipeline on a thread; `error` is whatever ended its run, if anything did."""
 
     def __init__(self, cfg: Config) -> None:
-        self.pipeline = Pipeline(cfg)
+        self.pipeline = build_pipeline(cfg)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
         self.thread.start()

@@ -16,10 +16,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.demo import consume
 from bridge.errors import SourceError
-from bridge.pipeline import Pipeline
 
 from .helpers import running
 
@@ -117,6 +117,6 @@ def test_the_initial_snapshot_says_what_it_is_missing(
 ) -> None:
     cfg = role_config(settings, role, "initial")
     with pytest.raises(SourceError) as caught:
-        Pipeline(cfg)
+        build_pipeline(cfg)
     assert "GRANT CREATE ON DATABASE" in str(caught.value)
     assert "snapshot.mode: no_data" in str(caught.value)

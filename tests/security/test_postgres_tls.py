@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.errors import SourceError
-from bridge.pipeline import Pipeline
 from bridge.source import libpq
 
 from .helpers import changed, other_ca
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.live
 
 def test_plain_tcp_is_refused(settings: dict[str, Any]) -> None:
     with pytest.raises(SourceError) as caught:
-        Pipeline(changed(settings, "source", sslmode="disable"))
+        build_pipeline(changed(settings, "source", sslmode="disable"))
     assert "pg_hba.conf rejects connection" in str(caught.value)
     assert "no encryption" in str(caught.value)
 
@@ -28,7 +28,7 @@ def test_a_server_certificate_from_another_ca_is_refused(
     settings: dict[str, Any], tmp_path: Path
 ) -> None:
     with pytest.raises(SourceError) as caught:
-        Pipeline(changed(settings, "source", sslrootcert=str(other_ca(tmp_path))))
+        build_pipeline(changed(settings, "source", sslrootcert=str(other_ca(tmp_path))))
     message = str(caught.value)
     assert "cannot connect to PostgreSQL" in message
     assert "certificate verify failed" in message

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from bridge.build import build_pipeline
 from bridge.config import Config
-from bridge.pipeline import Pipeline
 
 from .helpers import TopicReader, settings
 
@@ -35,7 +35,7 @@ class Running:
     """A `Pipeline` on a daemon thread; what it died of is re-raised by `stop()`."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.pipeline = Pipeline(Config(**config))
+        self.pipeline = build_pipeline(Config(**config))
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
         self.thread.start()

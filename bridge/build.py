@@ -1,0 +1,224 @@
+"""Opens what a pipeline runs with, in order, and hands it over ready (`build_pipeline`).
+
+Every step that opens something (connections, the slot's snapshot readers, spill
+files, the Kafka producer) registers its close on one `ExitStack` the moment it
+succeeded: when a later step fails (no publication, a refused login, the registry
+unreachable), what is already open is closed before the error leaves, and the
+pipeline that is built owns the stack and closes it when its run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from types import FrameType
+from typing import Any
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from bridge.acks import AckTracker
+from bridge.config import Config
+from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
+from bridge.events.assembler import EventAssembler
+from bridge.http import operations
+from bridge.lsn import LSN
+from bridge.metrics import Metrics
+from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
+from bridge.pipeline import Parts, Pipeline
+from bridge.plugins import Plugin, open_plugin
+from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
+from bridge.routing import Routing
+from bridge.schema.encoders import encoder_cache
+from bridge.schema.registry import Registry
+from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
+from bridge.snapshot import SnapshotManager
+from bridge.source import libpq, slots
+from bridge.source.status import StatusTracker
+from bridge.source.stream import ReplicationStream
+
+log = logging.getLogger("bridge.build")
+
+# A PostgreSQL transaction is never split across Kafka transactions, so a large one
+# must fit: the broker's default transaction.max.timeout.ms.
+_KAFKA_TRANSACTION_TIMEOUT_MS = 900_000
+
+
+def build_pipeline(cfg: Config, metrics: Metrics | None = None) -> Pipeline:
+    """A pipeline with everything open; nothing stays open if building fails."""
+    with ExitStack() as opened:
+        parts = _parts(cfg, metrics if metrics is not None else Metrics(), opened)
+        parts.resources = opened.pop_all()
+        return Pipeline(cfg, parts)
+
+
+def run_pipeline(cfg: Config) -> None:
+    """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
+    metrics = Metrics()
+    with operations(cfg, metrics):
+        _run_until_signalled(build_pipeline(cfg, metrics))
+
+
+def _run_until_signalled(pipeline: Pipeline) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> Any:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        pipeline.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    pipeline.run()
+
+
+def _closing(opened: ExitStack, name: str, close: Callable[[], object]) -> None:
+    """Close on the way out; a failure is logged, never raised over the error that ended
+    the run (or the build), which is the one to report."""
+
+    def step() -> None:
+        try:
+            close()
+        except Exception as exc:  # cleanup only
+            log.warning("closing the %s: %s", name, exc)
+
+    opened.callback(step)
+
+
+class _Source:
+    """The PostgreSQL side: catalog and replication connections, plugin, slot."""
+
+    def __init__(self, cfg: Config, opened: ExitStack) -> None:
+        src = cfg.source
+        self.catalog = libpq.connect(src.conninfo(), replication=False)
+        _closing(opened, "catalog connection", self.catalog.close)
+        replication = libpq.connect(src.conninfo(), replication=True)
+        _closing(opened, "replication connection", replication.close)
+        self.rc = libpq.ReplicationConnection(replication)
+        version = slots.check_prerequisites(self.rc)
+        self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
+        self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
+        _closing(opened, "snapshot readers", self.snapshots.close)
+        slot = self.snapshots.ensure_slot(self.rc)
+        self.start_lsn = slot.confirmed_flush or LSN(0)
+
+    def start_streaming(self, cfg: Config) -> Callable[[], None]:
+        def start() -> None:
+            slots.start_replication(
+                self.rc,
+                cfg.source.slot_name,
+                self.start_lsn,
+                self.plugin.options,
+                busy_timeout_s=cfg.source.slot_busy_timeout_s,
+            )
+
+        return start
+
+    def emit_heartbeat(self) -> None:
+        self.catalog.execute(
+            "SELECT pg_logical_emit_message(false, %s, %s)",
+            (HEARTBEAT_PREFIX, str(time.time_ns() // 1_000_000)),
+        )
+
+
+def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
+    src, kafka = cfg.source, cfg.kafka
+    source = _Source(cfg, opened)
+    routing = Routing.from_config(cfg)
+    assembler = EventAssembler(
+        decode=source.plugin.decode,
+        decode_streamed=source.plugin.decode_streamed,
+        spill_dir=cfg.pipeline.spill_dir / src.slot_name,
+        memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
+    )
+    _closing(opened, "spill buffers", assembler.close)
+    registry = Registry(
+        SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
+    )
+    encoders = encoder_cache(cfg, source.catalog, registry, routing.topic, binary=src.binary)
+    stream = ReplicationStream(source.rc, StatusTracker(src.status_interval_s, source.start_lsn))
+    _closing(opened, "replication stream", stream.close)
+    tracker = AckTracker(source.start_lsn)
+    producer = _producer(cfg, metrics, tracker, stream)
+    _closing(opened, "Kafka producer", producer.close)
+    metrics.watch(tracker, producer, source.snapshots.progress, stream.status)
+    return Parts(
+        metrics=metrics,
+        routing=routing,
+        snapshots=source.snapshots,
+        incremental=source.snapshots.incremental(encoders, assembler.relations.get),
+        encoders=encoders,
+        decode=source.plugin.decode,
+        start_streaming=source.start_streaming(cfg),
+        start_lsn=source.start_lsn,
+        describe=source.plugin.describe(),
+        stream=stream,
+        assembler=assembler,
+        tracker=tracker,
+        producer=producer,
+        oversized=OversizedPolicy(
+            cfg.pipeline.oversized,
+            cfg.pipeline.dead_letter_topic or f"{kafka.topic_prefix}.dlq",
+            TopicLimits(
+                kafka_client_config(kafka),
+                producer_max_bytes(kafka.producer),
+                kafka.request_timeout_s,
+            ),
+            tracker.tables,
+        ),
+        eos=_transactions(cfg, producer) if kafka.exactly_once else None,
+        txmeta=TransactionTopic(registry, kafka.topic_prefix),
+        messages=MessageTopic(registry, kafka.topic_prefix),
+        heartbeat=Heartbeat(
+            registry,
+            kafka.topic_prefix,
+            cfg.pipeline.heartbeat_interval_s,
+            source.emit_heartbeat,
+        ),
+        resources=opened,
+    )
+
+
+def _producer(
+    cfg: Config, metrics: Metrics, tracker: AckTracker, stream: ReplicationStream
+) -> Producer:
+    kafka = cfg.kafka
+    client_config = kafka.client_config()
+    if kafka.exactly_once:
+        client_config["transactional.id"] = (
+            kafka.transactional_id or f"bridge-{cfg.source.slot_name}"
+        )
+        client_config["transaction.timeout.ms"] = _KAFKA_TRANSACTION_TIMEOUT_MS
+    callbacks = metrics.kafka_callbacks()
+    # Metrics observe every client error; a refused login or TLS handshake still stops us.
+    callbacks["error_cb"] = RaiseOnRefusal(callbacks["error_cb"])
+    return Producer(
+        {**client_config, **callbacks},
+        tracker,
+        overrides=kafka.producer,
+        max_in_flight_records=cfg.pipeline.max_in_flight_records,
+        max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
+        while_blocked=metrics.ticking(stream.service),
+    )
+
+
+def _transactions(cfg: Config, producer: Producer) -> KafkaTransactions:
+    """Exactly-once: fence an older instance, then resume after Kafka's committed LSN."""
+    kafka = cfg.kafka
+    topic = kafka.offsets_topic or f"{kafka.topic_prefix}.bridge_offsets"
+    timeout = kafka.request_timeout_s * 3
+    ensure_offsets_topic(kafka_client_config(kafka), topic, timeout)
+    producer.init_transactions(timeout)  # fences an older instance first
+    committed = read_committed_lsn(
+        kafka_client_config(kafka), topic, cfg.source.slot_name.encode(), timeout
+    )
+    eos = KafkaTransactions(
+        producer,
+        topic,
+        cfg.source.slot_name,
+        max_records=kafka.transaction_max_records,
+        max_interval_s=kafka.transaction_interval_ms / 1000,
+        commit_timeout_s=cfg.pipeline.shutdown_timeout_s,
+    )
+    eos.start(committed)
+    log.info("exactly-once: last LSN committed in Kafka is %s", committed)
+    return eos

@@ -1,0 +1,203 @@
+"""The data path's layers run one way, read from the imports of bridge/ (no import runs).
+
+    base (errors, lsn, log, config: importable by all)
+    source < decode < events < schema < encode < produce/acks < wiring
+
+A module may import its own layer, a lower one, or a base module; never a higher one.
+`spark` (the consumer side) is separate: it imports only base modules, and only the
+demo (wiring) imports it. Between packages (and top-level modules) there is no
+import cycle, whichever direction.
+
+Every import counts: module level, inside functions, and under TYPE_CHECKING (a
+type-only import still ties the two layers together).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BRIDGE = Path(__file__).resolve().parents[1] / "bridge"
+
+BASE = "base"
+LAYERS = ["source", "decode", "events", "schema", "encode", "produce", "wiring"]
+SPARK = "spark"
+
+_PACKAGES = {
+    "source": "source",
+    "decode": "decode",
+    "events": "events",
+    "schema": "schema",
+    "encode": "encode",  # the encoder package (bridge/encode/) once it exists
+    "snapshot": "wiring",
+    "spark": SPARK,
+}
+_MODULES = {
+    **dict.fromkeys(["__init__", "__main__", "errors", "lsn", "log", "config"], BASE),
+    "serialize": "encode",  # until its parts move to bridge/encode/
+    "acks": "produce",
+    "produce": "produce",
+    **dict.fromkeys(
+        [
+            "routing",
+            "oversized",
+            "sidetopics",
+            "eos",
+            "encoders",  # EncoderCache (catalog SQL, registry I/O), once it leaves schema/
+            "plugins",
+            "metrics",
+            "http",
+            "check",
+            "pipeline",
+            "build",
+            "cli",
+            "demo",
+        ],
+        "wiring",
+    ),
+}
+# `bridge.__main__` is the `python -m bridge` entry point: the top of everything.
+_ENTRY_POINTS = {"bridge.__main__"}
+
+# Known violations, owned by the encoder rewrite (issue 18, part 3): schema/ must become
+# the pure type → Avro schema mapping. EncoderCache (schema/encoders.py) encodes with
+# serialize's ChangeEncoder and moves to the wiring layer (bridge/encoders.py). Empty
+# this list once that has merged; an entry that no longer occurs is reported, not failed.
+ALLOWED: set[tuple[str, str]] = {
+    ("bridge.schema.encoders", "bridge.serialize"),
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(BRIDGE.rglob("*.py")):
+        parts = path.relative_to(BRIDGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def unit(module: str) -> str:
+    """The package (bridge.schema) or top-level module (bridge.pipeline) `module` is in."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer(module: str) -> str:
+    if module == "bridge" or module in _ENTRY_POINTS:
+        return BASE if module == "bridge" else "entry"
+    top = module.split(".")[1]
+    found = _PACKAGES.get(top) if (BRIDGE / top).is_dir() else _MODULES.get(top)
+    if found is None:
+        pytest.fail(f"{module} has no layer: add it to tests/test_layers.py")
+    return found
+
+
+def rank(name: str) -> int:
+    return LAYERS.index(name) if name in LAYERS else len(LAYERS)
+
+
+def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """The bridge modules `module` imports (`from bridge.x import y` counts bridge.x.y when
+    that is a module)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            if name in known and name != module:
+                yield name
+
+
+def edges() -> list[tuple[str, str]]:
+    known = modules()
+    return sorted({(m, t) for m, p in known.items() for t in imports(m, p, known)})
+
+
+def allowed(source: str, target: str) -> bool:
+    """Whether `source` may import `target`."""
+    a, b = layer(source), layer(target)
+    if a == "entry" or b == BASE:
+        return True
+    if b == "entry":
+        return False
+    if a == SPARK or b == SPARK:
+        return a == b or (b == SPARK and source == "bridge.demo")
+    return (a == BASE and b == BASE) or (a != BASE and rank(b) <= rank(a))
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in modules():
+        layer(module)
+
+
+def test_layers_run_one_way() -> None:
+    wrong = [
+        f"{s} ({layer(s)}) imports {t} ({layer(t)})"
+        for s, t in edges()
+        if not allowed(s, t) and (s, t) not in ALLOWED
+    ]
+    assert not wrong, "imports running up a layer:\n" + "\n".join(wrong)
+
+
+def test_allow_list_entries_still_occur() -> None:
+    stale = ALLOWED - set(edges())
+    if stale:
+        pytest.skip(f"no longer needed in ALLOWED (remove them): {sorted(stale)}")
+
+
+def test_no_cycle_between_packages() -> None:
+    graph: dict[str, set[str]] = {}
+    for source, target in edges():
+        if unit(source) != unit(target) and (source, target) not in ALLOWED:
+            graph.setdefault(unit(source), set()).add(unit(target))
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            found = visit(nxt)
+            if found is not None:
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = visit(start)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_checker_sees_a_violation() -> None:
+    """The rule itself: upward, sideways into spark, and base importing up are refused."""
+    assert allowed("bridge.events.assembler", "bridge.decode.messages")
+    assert allowed("bridge.schema.table", "bridge.config")
+    assert not allowed("bridge.source.status", "bridge.decode.messages")
+    assert not allowed("bridge.decode.pgoutput", "bridge.events.model")
+    assert not allowed("bridge.produce", "bridge.pipeline")
+    assert not allowed("bridge.config", "bridge.produce")
+    assert not allowed("bridge.pipeline", "bridge.spark.reader")
+    assert not allowed("bridge.spark.reader", "bridge.schema.avronames")
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

@@ -1,0 +1,320 @@
+"""Pipeline with fakes: the run, the flush position and closing, without any server.
+
+Real: the replication stream (over a fake COPY BOTH connection), the event assembler,
+the ack tracker, the producer (over a fake librdkafka client) and metrics. Fake: the
+decoder (a table from payload to message), encoders, snapshots and the oversized
+policy. build_pipeline's clean-up is checked with fake connections.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge import build
+from bridge.acks import AckTracker
+from bridge.config import Config
+from bridge.decode.messages import Begin, Column, Commit, Insert, Message, Relation, TupleData
+from bridge.errors import DeliveryError, SourceError
+from bridge.events.assembler import EventAssembler
+from bridge.events.model import Change
+from bridge.lsn import LSN
+from bridge.metrics import Metrics
+from bridge.pipeline import Parts, Pipeline
+from bridge.produce import Producer
+from bridge.routing import Routing
+from bridge.serialize import Record, TxSource
+from bridge.sidetopics import Heartbeat, MessageTopic, TransactionTopic
+from bridge.source.status import StatusTracker
+from bridge.source.stream import ReplicationStream
+
+RELATION = Relation(None, 16385, "public", "t", "d", (Column(1, "id", 23, -1),))
+
+
+class FakeConnection:
+    """COPY BOTH: serves XLogData frames, then ends the run by stopping the pipeline."""
+
+    def __init__(self, payloads: list[tuple[int, bytes]]) -> None:
+        self.frames = deque(
+            b"w" + struct.pack(">QQQ", lsn, lsn, 0) + payload for lsn, payload in payloads
+        )
+        self.written: list[bytes] = []
+        self.on_empty: Callable[[], None] = lambda: None
+        self.closed = False
+
+    def read_copy(self, timeout: float) -> memoryview | None:
+        if self.frames:
+            return memoryview(self.frames.popleft())
+        self.on_empty()
+        return None
+
+    def write_copy(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def finish_copy(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def flushed(self) -> int:
+        """The flush position of the last standby status update written."""
+        last: int = struct.unpack(">cQQQQB", self.written[-1])[2]
+        return last
+
+
+class FakeClient:
+    """librdkafka's Producer: records wait for `poll`, which reports them delivered."""
+
+    def __init__(self, config: dict[str, Any], fail_topic: str | None = None) -> None:
+        self.queued: list[tuple[str, bytes | None, bytes | None, Any]] = []
+        self.delivered: list[tuple[str, bytes | None, bytes | None]] = []
+        self.fail_topic = fail_topic
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, cb: Any) -> None:
+        self.queued.append((topic, key, value, cb))
+
+    def poll(self, timeout: float = 0.0) -> int:
+        queued, self.queued = self.queued, []
+        for topic, key, value, callback in queued:
+            error = FakeError() if topic == self.fail_topic else None
+            callback(error, FakeRecord(topic, value))
+            if error is None:
+                self.delivered.append((topic, key, value))
+        return len(queued)
+
+    def flush(self, timeout: float) -> int:
+        self.poll()
+        return 0
+
+    def purge(self) -> None:
+        self.queued.clear()
+
+    def close(self) -> None:
+        return None
+
+
+class FakeError:
+    def str(self) -> str:
+        return "test: refused"
+
+
+class FakeRecord:
+    def __init__(self, topic: str, value: bytes | None) -> None:
+        self._topic, self._value = topic, value
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return len(self._value or b"")
+
+
+class FakeTable:
+    key_schema = None
+
+
+class FakeEncoder:
+    table = FakeTable()
+
+    def records(self, change: Change, tx: TxSource) -> list[Record]:
+        new = change.new
+        assert new is not None
+        return [(b"key", b"row " + (new.values[0] or b""))]
+
+
+class FakeEncoders:
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def get(self, relation: Relation) -> tuple[str, FakeEncoder]:
+        self.asked.append(relation.name)
+        return f"p.{relation.namespace}.{relation.name}", FakeEncoder()
+
+
+class FakeSnapshots:
+    def __init__(self, stream_after: bool = True) -> None:
+        self.stream_after = stream_after
+
+    def run_initial(self, should_stop: Callable[[], bool]) -> bool:
+        return self.stream_after
+
+    def is_private(self, relation: Relation) -> bool:
+        return False
+
+
+class NoLimit:
+    def limit(self, topic: str, relation: Relation) -> int:
+        return 1 << 30
+
+    def divert(self, *args: Any) -> tuple[str, bytes | None, bytes | None]:
+        raise AssertionError("nothing is oversized here")
+
+
+def transaction(xid: int, end_lsn: int, *ids: int) -> list[tuple[int, Message]]:
+    """pgoutput's messages of one committed insert-only transaction, with their wal_end."""
+    commit_lsn = end_lsn - 8
+    rows: list[tuple[int, Message]] = [(commit_lsn - 16, RELATION)]
+    rows += [
+        (commit_lsn - 8, Insert(None, RELATION.oid, TupleData(b"t", (b"%d" % i,)))) for i in ids
+    ]
+    return [
+        (commit_lsn - 24, Begin(commit_lsn, 1_000, xid)),
+        *rows,
+        (end_lsn, Commit(0, commit_lsn, end_lsn, 1_000)),
+    ]
+
+
+class Harness:
+    """A Pipeline over fakes; `run()` streams the given messages, then stops."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        messages: list[tuple[int, Message]],
+        *,
+        stream_after: bool = True,
+        fail_topic: str | None = None,
+    ) -> None:
+        cfg = Config(
+            source={"slot_name": "s", "dbname": "db"},
+            kafka={"topic_prefix": "p"},
+            snapshot={"mode": "no_data"},
+        )
+        by_payload = {b"%d" % i: msg for i, (_, msg) in enumerate(messages)}
+        self.conn = FakeConnection([(lsn, b"%d" % i) for i, (lsn, _) in enumerate(messages)])
+        self.closed: list[str] = []
+        self.started = 0
+        self.client: FakeClient | None = None
+        resources = ExitStack()
+        resources.callback(self.closed.append, "resources")
+
+        def decode(raw: bytes) -> Message:
+            return by_payload[raw]
+
+        def client(config: dict[str, Any]) -> FakeClient:
+            self.client = FakeClient(config, fail_topic)
+            return self.client
+
+        metrics = Metrics()
+        stream = ReplicationStream(self.conn, StatusTracker(10.0))
+        tracker = AckTracker()
+        self.encoders = FakeEncoders()
+        self.pipeline = Pipeline(
+            cfg,
+            Parts(
+                metrics=metrics,
+                routing=Routing.from_config(cfg),
+                snapshots=FakeSnapshots(stream_after),
+                incremental=None,
+                encoders=self.encoders,
+                decode=decode,
+                start_streaming=self._start,
+                start_lsn=LSN(0),
+                describe="fake plugin",
+                stream=stream,
+                assembler=EventAssembler(
+                    decode=decode,
+                    decode_streamed=decode,
+                    spill_dir=tmp_path / "spill",
+                    memory_limit_bytes=1 << 20,
+                ),
+                tracker=tracker,
+                producer=Producer({}, tracker, client=client),
+                oversized=NoLimit(),
+                eos=None,
+                txmeta=TransactionTopic(None, "p"),  # type: ignore[arg-type]
+                messages=MessageTopic(None, "p"),  # type: ignore[arg-type]
+                heartbeat=Heartbeat(None, "p", 0, lambda: None),  # type: ignore[arg-type]
+                resources=resources,
+            ),
+        )
+        self.conn.on_empty = self.pipeline.stop
+
+    def _start(self) -> None:
+        self.started += 1
+
+
+def test_rows_reach_kafka_and_the_flush_position_follows_delivery(tmp_path: Path) -> None:
+    run = Harness(tmp_path, transaction(7, 0x200, 1, 2) + transaction(8, 0x300, 3))
+    run.pipeline.run()
+    assert run.started == 1
+    assert run.client is not None
+    assert run.client.delivered == [
+        ("p.public.t", b"key", b"row 1"),
+        ("p.public.t", b"key", b"row 2"),
+        ("p.public.t", b"key", b"row 3"),
+    ]
+    assert run.encoders.asked == ["t"]  # one encoder per relation version, not per row
+    assert run.conn.flushed() == 0x300  # the last transaction's end, once delivered
+    assert run.closed == ["resources"]
+    assert run.pipeline.metrics.events[("public", "t", "c")] == 3
+
+
+def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path: Path) -> None:
+    run = Harness(tmp_path, transaction(7, 0x200, 1), fail_topic="p.public.t")
+    with pytest.raises(DeliveryError, match="test: refused"):
+        run.pipeline.run()
+    assert all(struct.unpack(">cQQQQB", w)[2] < 0x200 for w in run.conn.written)
+    assert run.closed == ["resources"]
+
+
+def test_no_streaming_after_an_initial_only_snapshot(tmp_path: Path) -> None:
+    run = Harness(tmp_path, transaction(7, 0x200, 1), stream_after=False)
+    run.pipeline.run()
+    assert run.started == 0
+    assert run.conn.written == []  # replication never started: no status update
+    assert run.closed == ["resources"]
+
+
+def test_everything_is_closed_when_streaming_cannot_start(tmp_path: Path) -> None:
+    run = Harness(tmp_path, [])
+
+    def refuse() -> None:
+        raise SourceError("test: slot busy")
+
+    run.pipeline._start_streaming = refuse
+    with pytest.raises(SourceError):
+        run.pipeline.run()
+    assert run.closed == ["resources"]
+
+
+class FakePg:
+    """A psycopg connection that only knows it was closed."""
+
+    def __init__(self, opened: list[FakePg]) -> None:
+        opened.append(self)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def fake_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakePg]]:
+    opened: list[FakePg] = []
+    monkeypatch.setattr(build.libpq, "connect", lambda *a, **k: FakePg(opened))
+    monkeypatch.setattr(build.libpq, "ReplicationConnection", lambda conn: conn)
+    yield opened
+
+
+def test_build_closes_what_it_opened_when_a_later_step_fails(
+    fake_connections: list[FakePg], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_prerequisites(rc: Any) -> int:
+        raise SourceError("test: wal_level is not logical")
+
+    monkeypatch.setattr(build.slots, "check_prerequisites", no_prerequisites)
+    with pytest.raises(SourceError, match="wal_level"):
+        build.build_pipeline(Config(source={"slot_name": "s"}))
+    assert len(fake_connections) == 2  # catalog and replication
+    assert all(conn.closed for conn in fake_connections)
