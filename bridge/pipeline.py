@@ -44,8 +44,9 @@ from bridge.sidetopics import (
     TransactionTopic,
     tx_id,
 )
+from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot import SnapshotManager
-from bridge.source import libpq, slots
+from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
@@ -81,8 +82,11 @@ class Pipeline:
         self._rc = rc
         version = slots.check_prerequisites(rc)
         self.plugin: Plugin = open_plugin(cfg, version, self._catalog_conn)
+        slot_guard = guard(cfg, rc, version, self.metrics)  # a lost slot: fail or resnapshot
+        failover.prepare(rc, cfg, version)
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
         slot = self.snapshots.ensure_slot(rc)
+        self.positions: PositionRecorder = slot_guard.recorder(slot)
         self.start_lsn = slot.confirmed_flush or LSN(0)
         self.assembler = EventAssembler(
             decode=self.plugin.decode,
@@ -356,6 +360,7 @@ class Pipeline:
             idle = max(idle, self.stream.server_wal_end)
         holds = [h for h in (self.assembler.hold_lsn(), self._eos_hold()) if h is not None]
         lsn = self.tracker.flush_lsn(idle_position=idle, hold_lsn=min(holds) if holds else None)
+        lsn = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
         self.stream.confirm(lsn)
         self.metrics.confirmed(lsn)
         if self.incremental is not None:
@@ -372,6 +377,8 @@ class Pipeline:
         if not self.producer.flush(timeout):
             log.warning("records still undelivered after %.0fs", timeout)
         self._acknowledge()
+        self.positions.settle()
+        self._acknowledge()
         self.stream.send_status()
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))
 
@@ -381,6 +388,7 @@ class Pipeline:
         steps = (
             ("spill buffers", self.assembler.close),
             ("Kafka producer", self.producer.close),
+            ("state producer", self.positions.close),
             ("replication stream", self.stream.close),
             ("catalog connection", self._catalog_conn.close),
             ("snapshot readers", self.snapshots.close),

@@ -61,9 +61,19 @@ def check_prerequisites(rc: ReplicationConnection) -> int:
 
 
 def ensure_slot(
-    rc: ReplicationConnection, name: str, plugin: str, *, create: bool, two_phase: bool
+    rc: ReplicationConnection,
+    name: str,
+    plugin: str,
+    *,
+    create: bool,
+    two_phase: bool,
+    failover: bool = False,
 ) -> Slot:
-    """Use the existing slot (checking its plugin and database) or create it."""
+    """Use the existing slot (checking its plugin and database) or create it.
+
+    `failover` creates it synchronised to standbys (PostgreSQL 17+; an existing slot is
+    switched over by bridge/source/failover.py, not here, because any command after
+    CREATE_REPLICATION_SLOT would end the snapshot it exported)."""
     rows = rc.command(
         "SELECT plugin, slot_type, database, confirmed_flush_lsn FROM pg_replication_slots "
         f"WHERE slot_name = {rc.quote(sql.Literal(name))}"
@@ -92,6 +102,8 @@ def ensure_slot(
     options = ["SNAPSHOT 'export'"]
     if two_phase:
         options.append("TWO_PHASE true")
+    if failover:
+        options.append("FAILOVER true")
     row = rc.command(
         f"CREATE_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} LOGICAL "
         f"{rc.quote(sql.Identifier(plugin))} ({', '.join(options)})"
