@@ -20,6 +20,8 @@ from delivery.helpers import BridgeProcess, slot_state, wait_for, wait_slot_acti
 from faults.checker import Fault, assert_clean, check
 from faults.harness import acked, drain, ledger_stream, stop_bridge, warm_up
 
+from bridge.check import run_checks
+from bridge.config import Config
 from bridge.lsn import LSN
 
 from .pair import Pair, pair_settings
@@ -29,6 +31,13 @@ pytestmark = [pytest.mark.failover, pytest.mark.live]
 
 def _database(pair: Pair, name: str) -> None:
     pair.primary.create_database(name)  # replicated to the standby
+
+
+def _failover_check(settings: dict[str, Any]) -> str:
+    """`bridge check`'s failover line (it must not FAIL: a warning is not a failure)."""
+    (result,) = [r for r in run_checks(Config(**settings)) if r.name == "failover slot"]
+    assert result.ok, result
+    return result.detail
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
@@ -63,6 +72,8 @@ def test_failover_slot_survives_promotion(
             "the standby's synchronised copy of the slot",
             every=0.2,
         )
+        detail = _failover_check(settings)
+        assert "WARNING" not in detail and "synced at" in detail, detail
         t_ms, before = time.time() * 1000, stream.monitor.flushed()
         pair.stop_primary(mode)
         code = bridge.wait(60)
@@ -107,6 +118,8 @@ def test_without_failover_slot_the_bridge_stops_loudly(
     link = (dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
     with ledger_stream(*link, reconnect=True) as stream:
         warm_up(stream, bridge, 300)
+        detail = _failover_check(settings)
+        assert "WARNING: source.failover_slot is false" in detail, detail
         pair.stop_primary("fast")
         assert bridge.wait(60) == 1, bridge.log()
         pair.promote()

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from delivery.helpers import BridgeProcess, wait_for
 from delivery.kafka_io import Rec, TopicReader, create_topics
+from faults.checker import Summary, print_table
 
 from .pair import Pair, pair_settings
 
@@ -121,4 +122,9 @@ def test_slot_invalidated_while_stopped(
             log = bridge.log()
             assert "on_slot_lost resnapshot" in log and "wal_removed" in log, log
             assert "(1 of 3 this hour)" in log, log
+            table = _table(conn)
+            state = _topic_state(reader.records)
+            lost = sum(state.get(k) != v for k, v in table.items()) + len(state.keys() - table)
+            print_table([Summary("slot invalidated, resnapshot", 1, len(table), lost, 0, 0, 0)])
+            assert lost == 0
     reader.close()
