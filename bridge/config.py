@@ -69,6 +69,9 @@ class SourceConfig(_Section):
     create_slot: bool = True
     publication_name: str = "bridge"
     publication_mode: Literal["all_tables", "filtered", "disabled"] = "all_tables"
+    publish_via_partition_root: bool = Field(
+        True, description="a publication the bridge creates: one topic per partitioned table"
+    )
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )

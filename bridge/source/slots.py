@@ -122,11 +122,16 @@ def ensure_publication(
     name: str,
     mode: str,
     tables: Sequence[tuple[str, str]] = (),
+    *,
+    via_root: bool = True,
 ) -> None:
     """Create the publication when missing, or require it (`disabled`).
 
     `all_tables` creates it FOR ALL TABLES (superuser only); `filtered` FOR TABLE the
     given (schema, table) pairs, those matching the table filters at start-up.
+    `via_root` sets publish_via_partition_root: a partitioned table's changes come as the
+    table's own (one topic; a row an update moves to another partition arrives as a delete
+    and an insert of its key on that one topic, in order) instead of each partition's.
     """
     row = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
     if row.fetchone() is not None:
@@ -149,7 +154,12 @@ def ensure_publication(
     else:
         target = sql.SQL("FOR ALL TABLES")
     try:
-        conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target))
+        options = sql.SQL(" WITH (publish_via_partition_root = {})").format(
+            sql.SQL("true" if via_root else "false")
+        )
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target) + options
+        )
     except psycopg.errors.InsufficientPrivilege:
         raise SourceError(
             f"not allowed to create publication {name!r} ({mode})",
