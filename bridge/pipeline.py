@@ -377,7 +377,7 @@ class Pipeline:
         if not self.producer.flush(timeout):
             log.warning("records still undelivered after %.0fs", timeout)
         self._acknowledge()
-        self.positions.settle()
+        self.positions.settle(timeout)
         self._acknowledge()
         self.stream.send_status()
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))

@@ -308,14 +308,20 @@ class PositionRecorder:
             self._write(lsn)
         return min(lsn, self.recorded)
 
-    def settle(self) -> None:
-        """Graceful stop: record the newest position asked for, so it can be confirmed."""
-        self._state.producer.flush(self._state.timeout)
-        if self._wanted > self.recorded:
-            self.write_now(self._wanted)
+    def settle(self, timeout: float) -> None:
+        """Graceful stop: record the newest position asked for, so it can be confirmed.
+
+        Best effort within `timeout` (Kafka may be down: then the position stays
+        unconfirmed and the next start resends from the slot, as after a crash)."""
+        self._state.producer.poll(0)
+        if self._wanted > self.recorded and not self._in_flight:
+            self._write(self._wanted)
+        self._state.producer.flush(timeout)
 
     def close(self) -> None:
-        self._state.producer.flush(self._state.timeout)
+        """Drop what is still unsent: an unrecorded position was never confirmed."""
+        self._state.producer.purge()
+        self._state.producer.flush(0)
 
     def _write(self, lsn: int) -> None:
         self._in_flight = True
