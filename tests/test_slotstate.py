@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from bridge.config import Config
-from bridge.slotstate import Record, SlotInfo, judge
+from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, SlotInfo, judge
 
 SYSTEM = "7400000000000000001"
 RECORD = Record(SYSTEM, 1, 1000, (1.5,))
@@ -52,3 +54,63 @@ def test_resnapshot_needs_a_snapshot_mode_that_reads_tables() -> None:
     with pytest.raises(ValidationError, match="no_data"):
         Config(source={"on_slot_lost": "resnapshot"}, snapshot={"mode": "no_data"})
     Config(source={"on_slot_lost": "resnapshot"}, snapshot={"mode": "initial"})
+
+
+class _FakeProducer:
+    """Holds delivery callbacks until `deliver()`: Kafka's acknowledgement, by hand."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Record, Any]] = []
+        self.written: list[int] = []
+
+    def deliver(self) -> None:
+        pending, self.pending = self.pending, []
+        for record, callback in pending:
+            self.written.append(record.lsn)
+            callback(None, None)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        self.deliver()
+        return 0
+
+
+class _FakeState:
+    topic = "p.bridge_state"
+    timeout = 1.0
+
+    def __init__(self) -> None:
+        self.producer = _FakeProducer()
+
+    def write(self, record: Record, on_delivery: Any) -> None:
+        self.producer.pending.append((record, on_delivery))
+
+
+def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
+    state = _FakeState()
+    now = [0.0]
+    recorder = PositionRecorder(state, RECORD, clock=lambda: now[0])  # type: ignore[arg-type]
+    recorder.write_now(1000)
+    assert recorder.admit(1500) == 1000  # asked for, not yet in Kafka: capped
+    assert recorder.admit(1600) == 1000  # one write in flight at a time
+    state.producer.deliver()
+    assert recorder.admit(1600) == 1500  # the recorded one; 1600 waits a second
+    now[0] += RECORD_EVERY_S
+    recorder.admit(1600)
+    state.producer.deliver()
+    assert recorder.admit(1600) == 1600
+    assert state.producer.written == [1000, 1500, 1600]
+
+
+def test_a_graceful_stop_records_the_last_position() -> None:
+    state = _FakeState()
+    recorder = PositionRecorder(state, RECORD, clock=lambda: 0.0)  # type: ignore[arg-type]
+    recorder.write_now(1000)
+    recorder.admit(2000)
+    recorder.admit(3000)  # rate-limited and one in flight: not written yet
+    recorder.settle(1.0)
+    recorder.settle(1.0)
+    assert recorder.admit(3000) == 3000
+    assert state.producer.written == [1000, 2000, 3000]
