@@ -53,6 +53,8 @@ class Pair:
         npm = _local("stack_pg_npm")
         self.workdir = Path(tempfile.mkdtemp(prefix="pgkb-failover-"))
         self.workdir.chmod(0o755)
+        self._watchdog = _local("stack_proc").WATCHDOG
+        self._watchdog.send("add-dir", self.workdir)  # removed even if the session is killed
         logs = self.workdir / "logs"
         logs.mkdir()
         (self.workdir / "a").mkdir()
@@ -177,6 +179,7 @@ class Pair:
         for server in (self.standby, self.primary):
             server.stop(graceful=False)
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self._watchdog.send("remove-dir", self.workdir)
 
 
 def pair_settings(
