@@ -34,8 +34,9 @@ from bridge.routing import Routing
 from bridge.schema.encoders import encoder_cache
 from bridge.schema.registry import Registry
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
+from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot import SnapshotManager
-from bridge.source import libpq, slots
+from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
@@ -87,7 +88,7 @@ def _closing(opened: ExitStack, name: str, close: Callable[[], object]) -> None:
 class _Source:
     """The PostgreSQL side: catalog and replication connections, plugin, slot."""
 
-    def __init__(self, cfg: Config, opened: ExitStack) -> None:
+    def __init__(self, cfg: Config, metrics: Metrics, opened: ExitStack) -> None:
         src = cfg.source
         self.catalog = libpq.connect(src.conninfo(), replication=False)
         _closing(opened, "catalog connection", self.catalog.close)
@@ -96,9 +97,13 @@ class _Source:
         self.rc = libpq.ReplicationConnection(replication)
         version = slots.check_prerequisites(self.rc)
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
+        slot_guard = guard(cfg, self.rc, version, metrics)  # a lost slot: fail or resnapshot
+        failover.prepare(self.rc, cfg, version)
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
         _closing(opened, "snapshot readers", self.snapshots.close)
         slot = self.snapshots.ensure_slot(self.rc)
+        self.positions: PositionRecorder = slot_guard.recorder(slot)
+        _closing(opened, "state producer", self.positions.close)
         self.start_lsn = slot.confirmed_flush or LSN(0)
 
     def start_streaming(self, cfg: Config) -> Callable[[], None]:
@@ -122,7 +127,7 @@ class _Source:
 
 def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
     src, kafka = cfg.source, cfg.kafka
-    source = _Source(cfg, opened)
+    source = _Source(cfg, metrics, opened)
     routing = Routing.from_config(cfg)
     assembler = EventAssembler(
         decode=source.plugin.decode,
@@ -174,6 +179,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
             cfg.pipeline.heartbeat_interval_s,
             source.emit_heartbeat,
         ),
+        positions=source.positions,
         resources=opened,
     )
 

@@ -14,7 +14,7 @@ from psycopg import sql
 from bridge.config import Config
 from bridge.errors import BridgeError
 from bridge.produce import kafka_client_config
-from bridge.source import libpq, slots
+from bridge.source import failover, libpq, slots
 
 
 class Result(NamedTuple):
@@ -59,6 +59,7 @@ def _postgres(cfg: Config) -> Iterator[Result]:
         if src.plugin == "pgoutput":
             yield _guard("publication", lambda: _publication(rc, cfg))
         yield _guard("replication slot", lambda: _slot(rc, cfg))
+        yield _guard("failover slot", lambda: failover.report(rc, cfg))
     finally:
         rc.close()
 

@@ -31,6 +31,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from bridge import hosts
 from bridge.errors import ConfigError
 
 _SECRET_WORDS = ("password", "secret", "token")
@@ -44,8 +45,13 @@ class _Section(BaseModel):
 class SourceConfig(_Section):
     """The PostgreSQL server, the slot and the output plugin."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(5432, ge=1, le=65535)
+    host: str = Field(
+        "127.0.0.1", description='one host, or several ("a,b:5433"): see README, High availability'
+    )
+    port: int = Field(5432, ge=1, le=65535, description="for every host without its own :port")
+    target_session_attrs: (
+        Literal["any", "read-write", "read-only", "primary", "standby", "prefer-standby"] | None
+    ) = Field(None, description="libpq's; None = primary with several hosts, any with one")
     dbname: str = "postgres"
     user: str = "postgres"
     password: SecretStr | None = None
@@ -61,6 +67,9 @@ class SourceConfig(_Section):
     create_slot: bool = True
     publication_name: str = "bridge"
     publication_mode: Literal["all_tables", "filtered", "disabled"] = "all_tables"
+    publish_via_partition_root: bool = Field(
+        True, description="a publication the bridge creates: one topic per partitioned table"
+    )
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )
@@ -73,6 +82,22 @@ class SourceConfig(_Section):
 
     status_interval_s: float = Field(10.0, gt=0, le=3600)
     slot_busy_timeout_s: float = Field(60.0, ge=0)
+    failover_slot: bool = Field(
+        False, description="create the slot with FAILOVER (PostgreSQL 17+): synced to standbys"
+    )
+    on_slot_lost: Literal["fail", "resnapshot"] = "fail"
+    resnapshots_per_hour: int = Field(
+        3, ge=1, description="on_slot_lost: resnapshot at most this often, then fail"
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _hosts(cls, host: str) -> str:
+        hosts.parse_hosts(host, 5432)
+        return host
+
+    def endpoints(self) -> tuple[hosts.Endpoint, ...]:
+        return hosts.parse_hosts(self.host, self.port)
 
     @model_validator(mode="after")
     def _check_protocol(self) -> SourceConfig:
@@ -89,8 +114,7 @@ class SourceConfig(_Section):
     def conninfo(self, *, replication: bool = False) -> dict[str, Any]:
         """psycopg connection keywords (the password stays out of any string)."""
         params: dict[str, Any] = {
-            "host": self.host,
-            "port": self.port,
+            **hosts.libpq_params(self.endpoints(), self.target_session_attrs),
             "dbname": self.dbname,
             "user": self.user,
             "sslmode": self.sslmode,
@@ -127,6 +151,9 @@ class KafkaConfig(_Section):
     exactly_once: bool = False
     transactional_id: str | None = Field(None, description="default: bridge-<slot_name>")
     offsets_topic: str | None = Field(None, description="default: <topic_prefix>.bridge_offsets")
+    state_topic: str | None = Field(
+        None, description="slot positions and cluster ids; default: <topic_prefix>.bridge_state"
+    )
     transaction_max_records: int = Field(10_000, ge=1)
     transaction_interval_ms: int = Field(100, ge=1)
 
@@ -289,6 +316,15 @@ class Config(BaseSettings):
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+
+    @model_validator(mode="after")
+    def _resnapshot_needs_snapshot(self) -> Config:
+        if self.source.on_slot_lost == "resnapshot" and self.snapshot.mode == "no_data":
+            raise ValueError(
+                "source.on_slot_lost: resnapshot re-reads the tables, which snapshot.mode "
+                "no_data never does; choose initial, when_needed or always"
+            )
+        return self
 
     def secrets(self) -> list[str]:
         """Every secret value in the configuration, for masking in logs."""

@@ -28,7 +28,10 @@ from bridge.produce import Producer
 log = logging.getLogger("bridge.eos")
 
 
-def ensure_offsets_topic(client_config: dict[str, Any], topic: str, timeout: float) -> None:
+def ensure_offsets_topic(
+    client_config: dict[str, Any], topic: str, timeout: float, what: str = "offsets topic"
+) -> None:
+    """Create the compacted single-partition topic (`what` names it in the error)."""
     admin = AdminClient(client_config)
     if topic in admin.list_topics(timeout=timeout).topics:
         return
@@ -39,7 +42,7 @@ def ensure_offsets_topic(client_config: dict[str, Any], topic: str, timeout: flo
         except KafkaException as exc:
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise DeliveryError(
-                    f"cannot create offsets topic {topic!r}: {exc.args[0].str()}",
+                    f"cannot create {what} {topic!r}: {exc.args[0].str()}",
                     hint="create it (1 partition, cleanup.policy=compact) or grant CreateTopics",
                 ) from None
 
@@ -48,6 +51,15 @@ def read_committed_lsn(
     client_config: dict[str, Any], topic: str, key: bytes, timeout: float
 ) -> LSN | None:
     """The last committed end LSN recorded for `key`, read with `read_committed`."""
+    value = read_last_value(client_config, topic, key, timeout)
+    return LSN(json.loads(value)["lsn"]) if value else None
+
+
+def read_last_value(
+    client_config: dict[str, Any], topic: str, key: bytes, timeout: float
+) -> bytes | None:
+    """The newest committed value of `key` in a single-partition compacted topic
+    (None when the key is absent or its newest record is a tombstone)."""
     consumer = Consumer(
         {
             **client_config,
@@ -60,7 +72,7 @@ def read_committed_lsn(
     try:
         tp = TopicPartition(topic, 0)
         _, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-        found: LSN | None = None
+        found: bytes | None = None
         if high <= 0:
             return None
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -68,15 +80,14 @@ def read_committed_lsn(
         while True:
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None and msg.key() == key:
-                value = msg.value()
-                found = LSN(json.loads(value)["lsn"]) if value else None
+                found = msg.value() or None
             position = consumer.position([tp])[0].offset
             if position >= high:
                 return found
             if time.monotonic() > deadline:
                 raise DeliveryError(
-                    f"could not read offsets topic {topic!r} to its end within {timeout:.0f}s",
-                    hint="check the broker; exactly-once mode cannot start without it",
+                    f"could not read topic {topic!r} to its end within {timeout:.0f}s",
+                    hint="check the broker; the bridge cannot start without it",
                 )
     finally:
         consumer.close()

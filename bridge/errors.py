@@ -56,3 +56,9 @@ class SchemaError(BridgeError):
 
 class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
+
+
+class SlotLostError(SourceError):
+    """Changes between two LSNs can no longer be streamed: the slot was invalidated,
+    dropped, recreated, or is missing on the server now primary (an unsynchronised
+    failover). Raised instead of resuming from a new slot, which would skip them silently."""

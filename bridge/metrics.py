@@ -130,6 +130,8 @@ class Metrics:
         self.connected: dict[str, bool] = dict.fromkeys(DEPENDENCIES, False)
         self.confirmed_flush_lsn: int | None = None
         self.slot_lag_bytes: int | None = None  # set by the monitor thread
+        self.slot_losses = 0  # slots found lost and replaced by a new one (bridge/slotstate.py)
+        self.slot_gap_bytes = 0  # WAL bytes of changes the lost slots never delivered
         self.tracker: Tracked | None = None
         self.producer: Blocking | None = None
         self.snapshot: SnapshotSource | None = None
@@ -306,6 +308,8 @@ class BridgeCollector:
         ):
             if value is not None:
                 f[key].add_metric([], value)
+        f["slot_losses"].add_metric([], m.slot_losses)
+        f["slot_gap"].add_metric([], m.slot_gap_bytes)
         if m.tracker is not None:
             f["in_flight_records"].add_metric([], m.tracker.in_flight_records)
             f["in_flight_bytes"].add_metric([], m.tracker.in_flight_bytes)
@@ -342,6 +346,16 @@ class BridgeCollector:
                 "bridge_slot_lag_bytes",
                 "WAL bytes between the server's current position and the slot's "
                 "confirmed_flush_lsn (the WAL the slot retains).",
+            ),
+            "slot_losses": c(
+                "bridge_slot_lost_total",
+                "Replication slots found lost (invalidated, dropped, recreated, or missing after "
+                "a failover) and replaced by a new slot and a snapshot.",
+            ),
+            "slot_gap": c(
+                "bridge_slot_lost_gap_bytes_total",
+                "WAL bytes between the last delivered position and a replacing slot's start: "
+                "changes never streamed (a resnapshot re-reads the rows they left).",
             ),
             "source_lag": g(
                 "bridge_source_lag_seconds",

@@ -88,6 +88,15 @@ class Incremental(Protocol):
     def on_acknowledged(self, lsn: int) -> None: ...
 
 
+class Positions(Protocol):
+    """Where a flush position must be recorded before PostgreSQL hears of it
+    (`bridge.slotstate.PositionRecorder`: a lost slot is then recognised)."""
+
+    def admit(self, lsn: int) -> int: ...
+
+    def settle(self, timeout: float) -> None: ...
+
+
 class Oversized(Protocol):
     def limit(self, topic: str, relation: Relation) -> int: ...
 
@@ -124,6 +133,7 @@ class Parts:
     txmeta: TransactionTopic
     messages: MessageTopic
     heartbeat: Heartbeat
+    positions: Positions
     resources: ExitStack
 
 
@@ -151,6 +161,7 @@ class Pipeline:
         self.txmeta = parts.txmeta
         self.messages = parts.messages
         self.heartbeat = parts.heartbeat
+        self.positions = parts.positions
         self._start_streaming = parts.start_streaming
         self.start_lsn = parts.start_lsn
         self._describe = parts.describe
@@ -362,6 +373,7 @@ class Pipeline:
             server_wal_end=self.stream.server_wal_end,
             holds=(self.assembler.hold_lsn(), None if self.eos is None else self.eos.hold_lsn()),
         )
+        lsn = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
         self.stream.confirm(lsn)
         self.metrics.confirmed(lsn)
         if self.incremental is not None:
@@ -374,6 +386,8 @@ class Pipeline:
             self.eos.commit()
         if not self.producer.flush(timeout):
             log.warning("records still undelivered after %.0fs", timeout)
+        self._acknowledge()
+        self.positions.settle(timeout)
         self._acknowledge()
         self.stream.send_status()
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))

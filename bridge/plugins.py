@@ -54,7 +54,8 @@ class Pgoutput:
     def __init__(self, cfg: Config, server_version: int, conn: Any) -> None:
         src = cfg.source
         self.proto_version = src.proto_version or default_proto_version(server_version)
-        slots.ensure_publication(conn, src.publication_name, src.publication_mode)
+        root = src.publish_via_partition_root
+        slots.ensure_publication(conn, src.publication_name, src.publication_mode, via_root=root)
         self.options = pgoutput_options(
             self.proto_version,
             [src.publication_name],

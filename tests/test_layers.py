@@ -1,6 +1,6 @@
 """The data path's layers run one way, read from the imports of bridge/ (no import runs).
 
-    base (errors, lsn, log, config: importable by all)
+    base (errors, lsn, log, config, hosts: importable by all)
     source < decode < events < schema < encode < produce/acks < wiring
 
 A module may import its own layer, a lower one, or a base module; never a higher one.
@@ -36,7 +36,7 @@ _PACKAGES = {
     "spark": SPARK,
 }
 _MODULES = {
-    **dict.fromkeys(["__init__", "__main__", "errors", "lsn", "log", "config"], BASE),
+    **dict.fromkeys(["__init__", "__main__", "errors", "lsn", "log", "config", "hosts"], BASE),
     "serialize": "encode",  # until its parts move to bridge/encode/
     "acks": "produce",
     "produce": "produce",
@@ -53,6 +53,7 @@ _MODULES = {
             "check",
             "pipeline",
             "build",
+            "slotstate",  # the slot position recorded in Kafka, lost slots recognised
             "cli",
             "demo",
         ],

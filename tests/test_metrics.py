@@ -129,6 +129,7 @@ def test_exposition_of_every_bridge_metric() -> None:
     source_lag = value(text, "bridge_source_lag_seconds")
     assert source_lag is not None and source_lag > 0  # committed at 2000-01-01
     assert "process_cpu_seconds_total" in text  # process metrics come along
+    assert value(text, "bridge_slot_lost_total") == 0  # exported before any loss
 
 
 def test_metric_types_follow_prometheus_conventions() -> None:
@@ -139,6 +140,8 @@ def test_metric_types_follow_prometheus_conventions() -> None:
         "bridge_errors",
         "bridge_snapshot_rows",
         "bridge_backpressure_waits",
+        "bridge_slot_lost",
+        "bridge_slot_lost_gap_bytes",
     }
     for name, kind in bridge.items():
         assert (kind == "counter") == (name in counters), name
@@ -551,10 +554,14 @@ def test_live_pipeline_metrics_and_health(
         pg_conn.execute("DELETE FROM t WHERE id = 11")
 
         def acknowledged() -> str | None:
-            # Every transaction begun (its rows counted) and passed by the flush LSN.
+            # Every transaction begun (its rows counted) and passed by the flush LSN: the
+            # tracker's, and the one reported, which waits for the position's record in the
+            # state topic (bridge/slotstate.py, at most a second behind).
             text = httpx.get(f"{base}/metrics").text
             counted = value(text, "bridge_events_total", table="public.t", op="d") == 1
-            return text if counted and value(text, "bridge_open_transactions") == 0 else None
+            reported = (value(text, "bridge_confirmed_flush_lsn") or 0) > before
+            passed = value(text, "bridge_open_transactions") == 0
+            return text if counted and passed and reported else None
 
         text = wait_for(acknowledged, 60, "the changes to be acknowledged")
         assert value(text, "bridge_events_total", table="public.t", op="c") == 7

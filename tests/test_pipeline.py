@@ -141,6 +141,17 @@ class FakeEncoders:
         return f"p.{relation.namespace}.{relation.name}", FakeEncoder()
 
 
+class RecordedAtOnce:
+    """Positions recorded as soon as asked (the state topic's write-ahead is
+    tests/test_slotstate.py's business)."""
+
+    def admit(self, lsn: int) -> int:
+        return lsn
+
+    def settle(self, timeout: float) -> None:
+        pass
+
+
 class FakeSnapshots:
     def __init__(self, stream_after: bool = True) -> None:
         self.stream_after = stream_after
@@ -235,6 +246,7 @@ class Harness:
                 txmeta=TransactionTopic(None, "p"),  # type: ignore[arg-type]
                 messages=MessageTopic(None, "p"),  # type: ignore[arg-type]
                 heartbeat=Heartbeat(None, "p", 0, lambda: None),  # type: ignore[arg-type]
+                positions=RecordedAtOnce(),
                 resources=resources,
             ),
         )

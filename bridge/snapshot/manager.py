@@ -59,7 +59,12 @@ class SnapshotManager:
             if not status.exists and src.create_slot:
                 self.store.begin(INITIAL, INITIAL, PENDING, {"mode": mode})
         slot = slots.ensure_slot(
-            rc, src.slot_name, src.plugin, create=src.create_slot, two_phase=src.two_phase
+            rc,
+            src.slot_name,
+            src.plugin,
+            create=src.create_slot,
+            two_phase=src.two_phase,
+            failover=src.failover_slot,
         )
         run = self.store.run(INITIAL) if modes.wants_snapshot(mode) else None
         self._action = modes.decide(mode, slot.created, None if run is None else run.state)

@@ -61,9 +61,19 @@ def check_prerequisites(rc: ReplicationConnection) -> int:
 
 
 def ensure_slot(
-    rc: ReplicationConnection, name: str, plugin: str, *, create: bool, two_phase: bool
+    rc: ReplicationConnection,
+    name: str,
+    plugin: str,
+    *,
+    create: bool,
+    two_phase: bool,
+    failover: bool = False,
 ) -> Slot:
-    """Use the existing slot (checking its plugin and database) or create it."""
+    """Use the existing slot (checking its plugin and database) or create it.
+
+    `failover` creates it synchronised to standbys (PostgreSQL 17+; an existing slot is
+    switched over by bridge/source/failover.py, not here, because any command after
+    CREATE_REPLICATION_SLOT would end the snapshot it exported)."""
     rows = rc.command(
         "SELECT plugin, slot_type, database, confirmed_flush_lsn FROM pg_replication_slots "
         f"WHERE slot_name = {rc.quote(sql.Literal(name))}"
@@ -92,6 +102,8 @@ def ensure_slot(
     options = ["SNAPSHOT 'export'"]
     if two_phase:
         options.append("TWO_PHASE true")
+    if failover:
+        options.append("FAILOVER true")
     row = rc.command(
         f"CREATE_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} LOGICAL "
         f"{rc.quote(sql.Identifier(plugin))} ({', '.join(options)})"
@@ -110,11 +122,16 @@ def ensure_publication(
     name: str,
     mode: str,
     tables: Sequence[tuple[str, str]] = (),
+    *,
+    via_root: bool = True,
 ) -> None:
     """Create the publication when missing, or require it (`disabled`).
 
     `all_tables` creates it FOR ALL TABLES (superuser only); `filtered` FOR TABLE the
     given (schema, table) pairs, those matching the table filters at start-up.
+    `via_root` sets publish_via_partition_root: a partitioned table's changes come as the
+    table's own (one topic; a row an update moves to another partition arrives as a delete
+    and an insert of its key on that one topic, in order) instead of each partition's.
     """
     row = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
     if row.fetchone() is not None:
@@ -137,7 +154,12 @@ def ensure_publication(
     else:
         target = sql.SQL("FOR ALL TABLES")
     try:
-        conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target))
+        options = sql.SQL(" WITH (publish_via_partition_root = {})").format(
+            sql.SQL("true" if via_root else "false")
+        )
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target) + options
+        )
     except psycopg.errors.InsufficientPrivilege:
         raise SourceError(
             f"not allowed to create publication {name!r} ({mode})",

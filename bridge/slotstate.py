@@ -1,0 +1,338 @@
+"""A lost slot is never a silent gap: what the bridge delivered, recorded in Kafka.
+
+The slot's `confirmed_flush_lsn` says where PostgreSQL resumes, but not whether that is
+where the bridge stopped: a slot dropped and created again, a slot invalidated by
+`max_slot_wal_keep_size`, a promoted standby without the slot, or another cluster
+behind the same address all offer a plausible position with changes missing before
+it. So the bridge keeps its own record, in a compacted topic (`kafka.state_topic`,
+default `<prefix>.bridge_state`), key = slot name, value = JSON
+`{"systemid", "timeline", "lsn", "resnapshots"}`:
+
+- Written ahead: PostgreSQL is told a flush position only once a record at or past it
+  is in Kafka (`PositionRecorder.admit`, at most one write a second), so a healthy slot
+  is never ahead of the record. A slot ahead of it was made after the bridge's last
+  delivery: the changes in between are in no slot.
+- `systemid` (IDENTIFY_SYSTEM) survives physical replication, so a promoted standby is
+  the same system and a different value is a different cluster. The timeline is kept
+  for the log only: a failover changes it.
+- `resnapshots`: Unix times of recent `on_slot_lost: resnapshot` recoveries, so the
+  "at most N per hour" bound holds across restarts.
+
+On start `guard` compares the record with the slot and either passes, raises
+`SlotLostError` naming the lost LSN range (`on_slot_lost: fail`), or drops what is
+left of the slot so the snapshot manager creates a new one and re-reads the tables
+(`resnapshot`). A slot invalidated while streaming ends the stream with an error; the
+next start takes this same path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Final, NamedTuple
+
+from confluent_kafka import KafkaError, Message
+from confluent_kafka import Producer as KafkaProducer
+from psycopg import sql
+
+from bridge.config import Config
+from bridge.eos import ensure_offsets_topic, read_last_value
+from bridge.errors import DeliveryError, SlotLostError
+from bridge.lsn import LSN
+from bridge.metrics import Metrics
+from bridge.source import libpq, slots
+
+log: Final = logging.getLogger("bridge.slotstate")
+RECORD_EVERY_S: Final = 1.0
+HOUR_S: Final = 3600.0
+
+
+class Record(NamedTuple):
+    systemid: str
+    timeline: int
+    lsn: int  # at or past the slot's confirmed_flush_lsn whenever the bridge runs
+    resnapshots: tuple[float, ...] = ()
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "systemid": self.systemid,
+                "timeline": self.timeline,
+                "lsn": self.lsn,
+                "lsn_text": str(LSN(self.lsn)),
+                "resnapshots": list(self.resnapshots),
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Record:
+        data = json.loads(raw)
+        return cls(
+            str(data["systemid"]),
+            int(data["timeline"]),
+            int(data["lsn"]),
+            tuple(float(t) for t in data.get("resnapshots", ())),
+        )
+
+
+class SlotInfo(NamedTuple):
+    confirmed_flush: int
+    invalidation: str | None  # why the server can no longer stream it; None when usable
+
+
+class Loss(NamedTuple):
+    what: str  # one sentence: what happened to the slot
+    lost_from: int  # changes committed after this LSN ...
+    lost_to: int | None  # ... and before this one (None: up to where a new slot starts)
+
+    def describe(self) -> str:
+        end = "the new slot's start" if self.lost_to is None else str(LSN(self.lost_to))
+        return f"changes between LSN {LSN(self.lost_from)} and {end} are not in Kafka"
+
+
+def judge(record: Record | None, systemid: str, slot: SlotInfo | None) -> Loss | None:
+    """Pure: what the record and the slot's state say was lost, if anything."""
+    if record is not None and record.systemid != systemid:
+        return Loss(
+            f"the server is PostgreSQL system {systemid}, but the bridge delivered from system "
+            f"{record.systemid} (another cluster, or one restored from a logical dump)",
+            record.lsn,
+            None,
+        )
+    if slot is not None and slot.invalidation is not None:
+        start = record.lsn if record is not None else slot.confirmed_flush
+        return Loss(f"the slot was invalidated ({slot.invalidation})", start, None)
+    if record is None:
+        return None  # nothing delivered yet, or the record was deleted: a first start
+    if slot is None:
+        return Loss(
+            "the slot does not exist on this server, although the bridge delivered changes "
+            "from it (dropped, or this server was promoted from a standby that had no "
+            "synchronised copy)",
+            record.lsn,
+            None,
+        )
+    if slot.confirmed_flush > record.lsn:
+        return Loss(
+            "the slot starts after the last position the bridge recorded (it was dropped and "
+            "created again while the bridge was away)",
+            record.lsn,
+            slot.confirmed_flush,
+        )
+    return None
+
+
+class StateTopic:
+    """Reads and writes the records of one slot; a plain idempotent producer of its own, so
+    the records stay outside exactly-once transactions and never wait for one."""
+
+    def __init__(self, cfg: Config) -> None:
+        kafka = cfg.kafka
+        self.topic = kafka.state_topic or f"{kafka.topic_prefix}.bridge_state"
+        self.key = cfg.source.slot_name.encode()
+        self.timeout = kafka.request_timeout_s * 3
+        self._client = kafka.client_config()
+        ensure_offsets_topic(self._client, self.topic, self.timeout, what="state topic")
+        self.producer = KafkaProducer(
+            {**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
+        )
+
+    def read(self) -> Record | None:
+        raw = read_last_value(self._client, self.topic, self.key, self.timeout)
+        return None if raw is None else Record.decode(raw)
+
+    def write(
+        self, record: Record, on_delivery: Callable[[KafkaError | None, Message], None]
+    ) -> None:
+        self.producer.produce(self.topic, record.encode(), self.key, on_delivery=on_delivery)
+        self.producer.poll(0)
+
+
+class Guard:
+    """The start-up verdict; `recorder()` once the slot to stream from is settled."""
+
+    def __init__(
+        self,
+        state: StateTopic,
+        record: Record | None,
+        info: slots.SystemInfo,
+        resnapshots: tuple[float, ...],
+        replaced: bool,
+    ) -> None:
+        self.state = state
+        self.record = record
+        self.info = info
+        self.resnapshots = resnapshots
+        self.replaced = replaced  # the old slot was dropped: the new one starts a new record
+
+    def recorder(self, slot: slots.Slot) -> PositionRecorder:
+        start = int(slot.confirmed_flush or slot.consistent_point or 0)
+        previous = self.record
+        if previous is not None and not self.replaced and not slot.created:
+            start = max(start, previous.lsn)  # a synchronised copy may lag the record
+        record = Record(self.info.systemid, self.info.timeline, start, self.resnapshots)
+        recorder = PositionRecorder(self.state, record)
+        recorder.write_now(start)
+        return recorder
+
+
+def guard(
+    cfg: Config,
+    rc: libpq.ReplicationConnection,
+    version: int,
+    metrics: Metrics,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Guard:
+    """Compare the record with the slot; raise, or prepare a resnapshot, or pass."""
+    src = cfg.source
+    state = StateTopic(cfg)
+    record = state.read()
+    info = slots.identify_system(rc)
+    slot = slot_info(rc, src.slot_name, version)
+    loss = judge(record, info.systemid, slot)
+    resnapshots = record.resnapshots if record is not None else ()
+    if loss is None:
+        return Guard(state, record, info, resnapshots, replaced=False)
+    now = clock()
+    recent = tuple(t for t in resnapshots if now - t < HOUR_S)
+    where = f"slot {src.slot_name!r} on system {info.systemid} (timeline {info.timeline})"
+    if (
+        src.on_slot_lost == "fail"
+        and cfg.snapshot.mode == "when_needed"
+        and slot is not None
+        and slot.invalidation is not None
+    ):
+        # snapshot.mode when_needed has always replaced an invalidated slot (manager.py)
+        _count(metrics, loss, info)
+        log.warning(
+            "%s: %s; %s (snapshot.mode when_needed re-reads the tables)",
+            where,
+            loss.what,
+            loss.describe(),
+        )
+        return Guard(state, None, info, resnapshots, replaced=True)
+    if src.on_slot_lost == "fail":
+        raise SlotLostError(
+            f"{where}: {loss.what}; {loss.describe()}",
+            hint=_FAIL_HINT.format(topic=state.topic, slot=src.slot_name),
+        )
+    if len(recent) >= src.resnapshots_per_hour:
+        raise SlotLostError(
+            f"{where}: {loss.what}; {loss.describe()}; already re-snapshotted {len(recent)} "
+            "time(s) in the last hour (source.resnapshots_per_hour)",
+            hint="the slot keeps getting lost: raise max_slot_wal_keep_size or fix what drops "
+            "it, then restart (or raise source.resnapshots_per_hour)",
+        )
+    if slot is not None:
+        slots.drop_slot(rc, src.slot_name)
+    _count(metrics, loss, info)
+    log.warning(
+        "%s: %s; %s. on_slot_lost resnapshot: creating the slot again and re-reading the "
+        "captured tables (%d of %d this hour)",
+        where,
+        loss.what,
+        loss.describe(),
+        len(recent) + 1,
+        src.resnapshots_per_hour,
+    )
+    return Guard(state, None, info, (*recent, now), replaced=True)
+
+
+_FAIL_HINT: Final = (
+    "nothing was streamed from a new slot. If a standby was promoted, use a failover slot "
+    "next time (source.failover_slot, PostgreSQL 17+, README: High availability). To go on, "
+    "either set source.on_slot_lost: resnapshot (a new slot and a snapshot of the captured "
+    "tables; rows deleted in the gap stay in Kafka), or, having repaired the gap yourself, "
+    "delete key {slot!r} from topic {topic!r} (a tombstone) and start again"
+)
+
+
+def _count(metrics: Metrics, loss: Loss, info: slots.SystemInfo) -> None:
+    metrics.slot_losses += 1
+    end = loss.lost_to if loss.lost_to is not None else int(info.xlogpos)
+    metrics.slot_gap_bytes += max(0, end - loss.lost_from)
+
+
+def slot_info(rc: libpq.ReplicationConnection, name: str, version: int) -> SlotInfo | None:
+    if version >= 170000:
+        reason = "invalidation_reason"
+    elif version >= 160000:
+        reason = "CASE WHEN conflicting THEN 'rows_removed' END"
+    else:
+        reason = "NULL"
+    rows = rc.command(
+        f"SELECT confirmed_flush_lsn, wal_status, {reason} FROM pg_replication_slots "
+        f"WHERE slot_name = {rc.quote(sql.Literal(name))}"
+    )
+    if not rows:
+        return None
+    confirmed, wal_status, why = rows[0]
+    invalidation = why or ("wal_removed" if wal_status == "lost" else None)
+    return SlotInfo(int(LSN.parse(confirmed or "0/0")), invalidation)
+
+
+class PositionRecorder:
+    """Write-ahead of the flush position: `admit` caps what PostgreSQL may be told at the
+    last position recorded in Kafka, and records newer ones (one write in flight, at most
+    one a second)."""
+
+    def __init__(
+        self, state: StateTopic, record: Record, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._state = state
+        self._record = record
+        self._clock = clock
+        self.recorded = 0
+        self._wanted = 0
+        self._in_flight = False
+        self._next = 0.0
+
+    def write_now(self, lsn: int) -> None:
+        """Record `lsn` and wait for Kafka's acknowledgement."""
+        self._write(lsn)
+        self._state.producer.flush(self._state.timeout)
+        if self._in_flight or self.recorded < lsn:
+            raise DeliveryError(
+                f"could not record the slot position in {self._state.topic!r}",
+                hint="check that the bridge may write to the state topic (kafka.state_topic)",
+            )
+
+    def admit(self, lsn: int) -> int:
+        self._state.producer.poll(0)
+        self._wanted = max(self._wanted, lsn)
+        if lsn > self.recorded and not self._in_flight and self._clock() >= self._next:
+            self._next = self._clock() + RECORD_EVERY_S
+            self._write(lsn)
+        return min(lsn, self.recorded)
+
+    def settle(self, timeout: float) -> None:
+        """Graceful stop: record the newest position asked for, so it can be confirmed.
+
+        Best effort within `timeout` (Kafka may be down: then the position stays
+        unconfirmed and the next start resends from the slot, as after a crash)."""
+        self._state.producer.poll(0)
+        if self._wanted > self.recorded and not self._in_flight:
+            self._write(self._wanted)
+        self._state.producer.flush(timeout)
+
+    def close(self) -> None:
+        """Drop what is still unsent: an unrecorded position was never confirmed."""
+        self._state.producer.purge()
+        self._state.producer.flush(0)
+
+    def _write(self, lsn: int) -> None:
+        self._in_flight = True
+        record = self._record._replace(lsn=lsn)
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            self._in_flight = False
+            if err is not None:
+                log.warning("recording the slot position %s failed: %s", LSN(lsn), err.str())
+                return
+            self._record = record
+            self.recorded = max(self.recorded, lsn)
+
+        self._state.write(record, delivered)

@@ -1,0 +1,198 @@
+"""A PostgreSQL 18 primary and a physical streaming standby that synchronises failover slots.
+
+Both run the npm build of deploy/local/stack_pg_npm.py. That package ships only initdb,
+pg_ctl and postgres (no pg_basebackup), and Debian here has no client of a major this new,
+so the standby is made with PostgreSQL's low-level base backup instead: pg_backup_start(),
+a file copy of the data directory (same machine), pg_backup_stop() whose label file goes
+into the copy, then standby.signal. The standby streams WAL through a physical slot that
+existed before the backup, so nothing it needs can be removed meanwhile.
+
+Standby settings are the ones failover slots need: sync_replication_slots, hot_standby_feedback,
+primary_slot_name and a dbname in primary_conninfo; the primary lists that physical slot in
+synchronized_standby_slots.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from delivery.helpers import bridge_settings, wait_for
+from stack_module import load_stack_module
+
+PHYSICAL_SLOT = "standby1"
+
+
+def _local(module: str) -> Any:
+    """A deploy/local module (loading the stack module puts that directory on sys.path)."""
+    load_stack_module()
+    return importlib.import_module(module)
+
+
+def _append_conf(data_dir: Path, settings: dict[str, str]) -> None:
+    with (data_dir / "postgresql.conf").open("a") as handle:
+        handle.write("\n# tests/failover/pair.py\n")
+        handle.writelines(f"{k} = {v}\n" for k, v in settings.items())
+
+
+def _chown_tree(root: Path, user: str) -> None:
+    for path in [root, *root.rglob("*")]:
+        shutil.chown(path, user, user)
+
+
+class Pair:
+    """`primary` and `standby` are stack Postgres objects (dsn(), port, data_dir, ...)."""
+
+    def __init__(self, primary_settings: dict[str, str] | None = None) -> None:
+        npm = _local("stack_pg_npm")
+        self.workdir = Path(tempfile.mkdtemp(prefix="pgkb-failover-"))
+        self.workdir.chmod(0o755)
+        self._watchdog = _local("stack_proc").WATCHDOG
+        self._watchdog.send("add-dir", self.workdir)  # removed even if the session is killed
+        logs = self.workdir / "logs"
+        logs.mkdir()
+        (self.workdir / "a").mkdir()
+        (self.workdir / "b").mkdir()
+        self.primary = npm.NpmPostgres(self.workdir / "a", logs)
+        self.standby = npm.NpmPostgres(self.workdir / "b", logs)
+        self.standby.log_path = logs / "standby.log"
+        self.standby.password = self.primary.password  # a copy of the same cluster
+        self._primary_settings = primary_settings or {}
+
+    # ---- set-up -------------------------------------------------------------------------
+    def start_primary(self) -> None:
+        p = self.primary
+        p.install()
+        p.init()
+        _append_conf(
+            p.data_dir,
+            {"synchronized_standby_slots": f"'{PHYSICAL_SLOT}'", **self._primary_settings},
+        )
+        p.start()
+        p.wait_ready()
+
+    def start_standby(self) -> None:
+        p, s = self.primary, self.standby
+        s.install()
+        s.root.mkdir(parents=True)
+        with psycopg.connect(p.dsn(), autocommit=True) as conn:
+            conn.execute("SELECT pg_create_physical_replication_slot(%s, true)", (PHYSICAL_SLOT,))
+            conn.execute("SELECT pg_backup_start('failover-test', true)")
+            shutil.copytree(
+                p.data_dir,
+                s.data_dir,
+                ignore=shutil.ignore_patterns("postmaster.pid", "postmaster.opts"),
+            )
+            row = conn.execute("SELECT labelfile FROM pg_backup_stop(false)").fetchone()
+        assert row is not None
+        for sub in ("pg_wal", "pg_replslot"):  # WAL comes through the slot; slots are not copied
+            shutil.rmtree(s.data_dir / sub)
+            (s.data_dir / sub).mkdir()
+        (s.data_dir / "pg_wal" / "archive_status").mkdir()
+        (s.data_dir / "backup_label").write_text(row[0])
+        (s.data_dir / "standby.signal").write_text("")
+        conninfo = psycopg.conninfo.make_conninfo(
+            host=p.host,
+            port=p.port,
+            user=p.user,
+            password=p.password,
+            dbname="postgres",
+            application_name=PHYSICAL_SLOT,
+        )
+        _append_conf(
+            s.data_dir,
+            {
+                "port": str(s.port),
+                "unix_socket_directories": f"'{s.socket_dir}'",
+                "primary_conninfo": "'" + conninfo.replace("'", "''") + "'",
+                "primary_slot_name": f"'{PHYSICAL_SLOT}'",
+                "hot_standby_feedback": "on",
+                "sync_replication_slots": "on",
+                "synchronized_standby_slots": "''",  # after promotion it has no standby
+            },
+        )
+        s.data_dir.chmod(0o700)
+        os_user = _local("stack_postgres").OS_USER
+        if os_user is not None:
+            _chown_tree(s.root, os_user)
+        s.start()
+        s.wait_ready()
+        wait_for(self._streaming, 60, "the standby to stream from the primary", every=0.2)
+
+    def _streaming(self) -> bool:
+        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_replication WHERE application_name = %s "
+                "AND state = 'streaming'",
+                (PHYSICAL_SLOT,),
+            ).fetchone()
+        return bool(row and row[0])
+
+    # ---- the failover -------------------------------------------------------------------
+    def stop_primary(self, mode: str) -> None:
+        """`fast` (a switchover: WAL reaches the standby first) or `immediate` (a crash)."""
+        p = self.primary
+        if mode == "fast":
+            p.stop(graceful=True)
+            return
+        pid = int((p.data_dir / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGQUIT)  # pg_ctl stop -m immediate
+        wait_for(lambda: not p.running(), 30, "the primary to exit")
+
+    def promote(self) -> None:
+        with psycopg.connect(self.standby.dsn(), autocommit=True) as conn:
+            conn.execute("SELECT pg_promote(true, 60)")
+
+    def multi_dsn(self, dbname: str, attrs: str = "read-write") -> str:
+        p, s = self.primary, self.standby
+        return psycopg.conninfo.make_conninfo(
+            host=f"{p.host},{s.host}",
+            port=f"{p.port},{s.port}",
+            user=p.user,
+            password=p.password,
+            dbname=dbname,
+            target_session_attrs=attrs,
+            connect_timeout="5",
+        )
+
+    def source_host(self) -> str:
+        p, s = self.primary, self.standby
+        return f"{p.host}:{p.port},{s.host}:{s.port}"
+
+    def synced_slot(self, slot: str) -> tuple[bool, str] | None:
+        """(synced and persistent, confirmed_flush_lsn) of the standby's copy."""
+        with psycopg.connect(self.standby.dsn(), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT synced AND NOT temporary, confirmed_flush_lsn::text "
+                "FROM pg_replication_slots WHERE slot_name = %s",
+                (slot,),
+            ).fetchone()
+        return None if row is None else (bool(row[0]), str(row[1]))
+
+    def stop(self) -> None:
+        for server in (self.standby, self.primary):
+            server.stop(graceful=False)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._watchdog.send("remove-dir", self.workdir)
+
+
+def pair_settings(
+    stack: Any, pair: Pair, dbname: str, slot: str, prefix: str, spill: Path, **source: Any
+) -> dict[str, Any]:
+    """The delivery suite's bridge settings, its source every server of the pair."""
+    settings = bridge_settings(stack, dbname, slot, f"pub_{slot}", prefix, spill)
+    settings["source"].update(
+        {
+            "host": pair.source_host(),
+            "user": pair.primary.user,
+            "password": pair.primary.password,
+            **source,
+        }
+    )
+    return settings

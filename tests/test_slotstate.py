@@ -1,0 +1,116 @@
+"""The slot-loss verdict (pure): what the record in Kafka and the slot's state say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from bridge.config import Config
+from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, SlotInfo, judge
+
+SYSTEM = "7400000000000000001"
+RECORD = Record(SYSTEM, 1, 1000, (1.5,))
+
+
+def test_record_round_trips() -> None:
+    assert Record.decode(RECORD.encode()) == RECORD
+
+
+def test_first_start_and_healthy_slots_pass() -> None:
+    assert judge(None, SYSTEM, None) is None
+    assert judge(None, SYSTEM, SlotInfo(500, None)) is None
+    assert judge(RECORD, SYSTEM, SlotInfo(1000, None)) is None
+    # a synchronised copy on a promoted standby may lag the record: resent, not lost
+    assert judge(RECORD, SYSTEM, SlotInfo(900, None)) is None
+
+
+def test_a_missing_slot_after_delivery_is_a_loss() -> None:
+    loss = judge(RECORD, SYSTEM, None)
+    assert loss is not None and loss.lost_from == 1000 and loss.lost_to is None
+    assert "does not exist" in loss.what and "promoted" in loss.what
+
+
+def test_a_slot_ahead_of_the_record_was_recreated() -> None:
+    loss = judge(RECORD, SYSTEM, SlotInfo(5000, None))
+    assert loss is not None and (loss.lost_from, loss.lost_to) == (1000, 5000)
+    assert "0/3E8" in loss.describe() and "0/1388" in loss.describe()
+
+
+def test_an_invalidated_slot_is_a_loss_even_without_a_record() -> None:
+    loss = judge(None, SYSTEM, SlotInfo(700, "wal_removed"))
+    assert loss is not None and loss.lost_from == 700 and "wal_removed" in loss.what
+    loss = judge(RECORD, SYSTEM, SlotInfo(700, "wal_removed"))
+    assert loss is not None and loss.lost_from == 1000
+
+
+def test_another_cluster_is_a_loss() -> None:
+    loss = judge(RECORD, "7400000000000000002", SlotInfo(1000, None))
+    assert loss is not None and SYSTEM in loss.what
+
+
+def test_resnapshot_needs_a_snapshot_mode_that_reads_tables() -> None:
+    with pytest.raises(ValidationError, match="no_data"):
+        Config(source={"on_slot_lost": "resnapshot"}, snapshot={"mode": "no_data"})
+    Config(source={"on_slot_lost": "resnapshot"}, snapshot={"mode": "initial"})
+
+
+class _FakeProducer:
+    """Holds delivery callbacks until `deliver()`: Kafka's acknowledgement, by hand."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Record, Any]] = []
+        self.written: list[int] = []
+
+    def deliver(self) -> None:
+        pending, self.pending = self.pending, []
+        for record, callback in pending:
+            self.written.append(record.lsn)
+            callback(None, None)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        self.deliver()
+        return 0
+
+
+class _FakeState:
+    topic = "p.bridge_state"
+    timeout = 1.0
+
+    def __init__(self) -> None:
+        self.producer = _FakeProducer()
+
+    def write(self, record: Record, on_delivery: Any) -> None:
+        self.producer.pending.append((record, on_delivery))
+
+
+def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
+    state = _FakeState()
+    now = [0.0]
+    recorder = PositionRecorder(state, RECORD, clock=lambda: now[0])  # type: ignore[arg-type]
+    recorder.write_now(1000)
+    assert recorder.admit(1500) == 1000  # asked for, not yet in Kafka: capped
+    assert recorder.admit(1600) == 1000  # one write in flight at a time
+    state.producer.deliver()
+    assert recorder.admit(1600) == 1500  # the recorded one; 1600 waits a second
+    now[0] += RECORD_EVERY_S
+    recorder.admit(1600)
+    state.producer.deliver()
+    assert recorder.admit(1600) == 1600
+    assert state.producer.written == [1000, 1500, 1600]
+
+
+def test_a_graceful_stop_records_the_last_position() -> None:
+    state = _FakeState()
+    recorder = PositionRecorder(state, RECORD, clock=lambda: 0.0)  # type: ignore[arg-type]
+    recorder.write_now(1000)
+    recorder.admit(2000)
+    recorder.admit(3000)  # rate-limited and one in flight: not written yet
+    recorder.settle(1.0)
+    recorder.settle(1.0)
+    assert recorder.admit(3000) == 3000
+    assert state.producer.written == [1000, 2000, 3000]
