@@ -11,14 +11,14 @@ bigint, text, numeric(12,2), timestamptz, bool, jsonb, uuid, float8 and date. Li
 
   records   ChangeEncoder.records on an insert: the whole Debezium envelope
             (before/after/source/op/ts_ms/...) and the key, both framed, by the fused
-            row writer (bridge/schema/rowwriter.py) the pipeline uses
+            row writer (bridge/encode/plan.py) the pipeline uses
   general   the same records by the general path (TableCodec.row's dict, then the
             compiled envelope writer): what rows the fused writer declines cost
   convert   TableCodec.row alone (PostgreSQL text -> Python values)
   envelope  fastavro schemaless_writer of the envelope for already converted rows
   flat      fastavro schemaless_writer of the converted row as a flat record (the
             row's own schema, no envelope): the floor for any fastavro-based writer
-  fastwriter          the `envelope` line with bridge/schema/fastwriter.py instead
+  fastwriter          the `envelope` line with bridge/encode/avro.py instead
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from fastavro import parse_schema, schemaless_writer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
+from bridge.encode.avro import compile_writer
+from bridge.encode.records import ChangeEncoder, TxSource
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
-from bridge.schema.fastwriter import compile_writer
 from bridge.schema.table import TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, TxSource
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 COLUMNS = (

@@ -24,6 +24,8 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config, RaiseOnRefusal
 from bridge.decode.messages import Relation
+from bridge.encode.records import ChangeEncoder, Record, TxSource
+from bridge.encoders import encoder_cache
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -34,9 +36,7 @@ from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
-from bridge.schema.encoders import encoder_cache
 from bridge.schema.registry import Registry
-from bridge.serialize import ChangeEncoder, Record, TxSource
 from bridge.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,

@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
+from bridge.encode.records import ChangeEncoder, Record, ToastMode, TxSource
 from bridge.errors import SchemaError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, Record, ToastMode, TxSource
 
 KEY_ID, VALUE_ID = 7, 8
 RELATION = Relation(

@@ -43,7 +43,7 @@ Special values, identical from both wire formats:
 - interval ±infinity (PostgreSQL 17+): every field at its max / min.
 - money: lc_monetary must have two fraction digits (the text form is read as cents).
 - numeric(p,s) with s < 0 maps to decimal(p - s, 0); with s > p to decimal(s, s).
-Array dimensions: see `bridge.schema.arrays`. timetz keeps PostgreSQL's text
+Array dimensions: see `bridge.encode.arrays`. timetz keeps PostgreSQL's text
 ("12:00:00+05:30", ISO 8601 time with offset). Unknown types have no binary decoder
 (ColumnCodec.supports_binary is False): the caller must refuse binary mode for them.
 """
@@ -55,11 +55,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from bridge.encode import binvalues as bv
+from bridge.encode import render as rd
+from bridge.encode import textvalues as tv
+from bridge.encode.arrays import binary_array_parser, text_array_parser
+from bridge.encode.ranges import (
+    map_multirange_text,
+    map_range_text,
+    multirange_renderer,
+    range_renderer,
+    tstz_bound_utc,
+)
+from bridge.encode.temporal import iso_utc
 from bridge.errors import ConfigError, ProtocolError
-from bridge.schema import binvalues as bv
-from bridge.schema import render as rd
-from bridge.schema import textvalues as tv
-from bridge.schema.arrays import binary_array_parser, text_array_parser
 from bridge.schema.catalog import (
     KIND_ARRAY,
     KIND_BASE,
@@ -70,14 +78,6 @@ from bridge.schema.catalog import (
     PgType,
     TypeCatalog,
 )
-from bridge.schema.ranges import (
-    map_multirange_text,
-    map_range_text,
-    multirange_renderer,
-    range_renderer,
-    tstz_bound_utc,
-)
-from bridge.schema.temporal import iso_utc
 
 AvroSchema = dict[str, Any]
 TextParser = Callable[[str], Any]
@@ -134,7 +134,7 @@ class ColumnCodec(NamedTuple):
     from_binary: Converter | None  # None: the type's binary format is not understood
     pg_type_name: str
     may_be_null: bool = False  # a non-NULL datum can convert to None (NaN numeric)
-    # How bridge.schema.rowwriter may skip the converter: "utf8" (the wire bytes are the
+    # How bridge.encode.plan may skip the converter: "utf8" (the wire bytes are the
     # Avro string's bytes), "int" (int() of the text), "decimal" (the text's digits are
     # the unscaled value), "double" (float() of the text), "bool" ('t' or 'f'),
     # "timestamptz" (textvalues.wire_timestamptz), "date" (textvalues.wire_date), None

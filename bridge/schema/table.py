@@ -112,7 +112,7 @@ class TableCodec:
         codecs = [
             self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
-        self.codecs = tuple(codecs)  # per kept column, for bridge.schema.rowwriter
+        self.codecs = tuple(codecs)  # per kept column, for bridge.encode.plan
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }

@@ -18,9 +18,9 @@ import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from bridge.encode.records import framed_writer
 from bridge.errors import BridgeError, ProtocolError, SchemaError
 from bridge.schema import BUILTIN_TYPES, CodecOptions, ColumnCodec, StaticCatalog, column_codec
-from bridge.serialize import framed_writer
 from tests.badinput.harness import Recorder, Report
 from tests.badinput.mutate import Mutator
 from tests.badinput.value_seeds import SEEDS

@@ -14,12 +14,12 @@ from typing import Any
 
 from bridge.config import Config
 from bridge.decode.messages import Relation, TupleData
+from bridge.encoders import load_table_details
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, Event, TxBegin, TxCommit
 from bridge.lsn import LSN
 from bridge.plugins import Plugin, open_plugin
 from bridge.schema.catalog import PgCatalog
-from bridge.schema.encoders import load_table_details
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import TableCodec
 from bridge.source import libpq, slots

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from bridge.encode.binvalues import numeric_fields
 from bridge.schema import DEFAULT_OPTIONS, CodecOptions, StaticCatalog, column_codec
-from bridge.schema.binvalues import numeric_fields
 
 from .helpers import Conn, canon, fetch_column, text_array_literal
 

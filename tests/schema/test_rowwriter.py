@@ -24,12 +24,12 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
+from bridge.encode.plan import compile_row_writer
+from bridge.encode.records import ChangeEncoder, Record, TxSource
 from bridge.errors import BridgeError, ProtocolError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
-from bridge.schema.rowwriter import compile_row_writer
 from bridge.schema.table import TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, Record, TxSource
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 
@@ -87,7 +87,7 @@ TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
 def frozen_clock() -> Iterator[None]:
     """Both paths stamp ts_ms from the clock: freeze it so their bytes can be compared."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("bridge.serialize.time.time_ns", lambda: 1_700_000_000_123_456_789)
+        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
         yield
 
 

@@ -11,7 +11,7 @@ import struct
 from decimal import Decimal
 from typing import Any, Final
 
-from bridge.schema.temporal import (
+from bridge.encode.temporal import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -20,7 +20,7 @@ from bridge.schema.temporal import (
     PG_EPOCH_US,
     clamp_us,
 )
-from bridge.schema.textvalues import (
+from bridge.encode.textvalues import (
     INTERVAL_INFINITY,
     INTERVAL_MINUS_INFINITY,
     unscaled_bytes,

@@ -17,10 +17,10 @@ from typing import Any, Final, Literal
 from fastavro import parse_schema, schemaless_writer
 
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
+from bridge.encode.avro import compile_writer, long_bytes, write_long
+from bridge.encode.plan import RowBodies, compile_row_writer
 from bridge.errors import SchemaError
 from bridge.events.model import Change
-from bridge.schema.fastwriter import compile_writer, long_bytes, write_long
-from bridge.schema.rowwriter import RowBodies, compile_row_writer
 from bridge.schema.table import TableCodec
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone

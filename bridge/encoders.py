@@ -13,11 +13,11 @@ from typing import Any, Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
+from bridge.encode.records import ChangeEncoder, ToastMode
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.registry import Registry, subject_name
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, ToastMode
 
 _DETAILS_SQL: Final = """
 SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)

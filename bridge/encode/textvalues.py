@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from mypy_extensions import i64
 
-from bridge.schema.temporal import (
+from bridge.encode.temporal import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,

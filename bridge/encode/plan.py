@@ -21,11 +21,11 @@ import struct
 from typing import Any, Final
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT
+from bridge.encode.avro import Writer, compile_value_writer, long_bytes, write_int, write_long
+from bridge.encode.textvalues import wire_date, wire_timestamptz
 from bridge.errors import SchemaError
-from bridge.schema.fastwriter import Writer, compile_value_writer, long_bytes, write_int, write_long
 from bridge.schema.pgtypes import ColumnCodec
 from bridge.schema.table import TableCodec
-from bridge.schema.textvalues import wire_date, wire_timestamptz
 
 RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
 
