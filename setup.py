@@ -33,7 +33,7 @@ HOT_PATH = [
     "bridge/encode/textvalues.py",
     "bridge/encode/temporal.py",
     "bridge/encode/binvalues.py",
-    "bridge/schema/pgtypes.py",
+    "bridge/encode/columns.py",
     "bridge/schema/table.py",
     "bridge/encode/avro.py",
     "bridge/encode/plan.py",

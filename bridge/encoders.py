@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
+from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
@@ -84,7 +85,7 @@ class EncoderCache:
             exclude_columns=self._exclude_columns,
         )
         if self._binary:
-            table.check_binary()
+            check_binary(table)
         topic = self._topic_for(relation)
         label = f"{relation.namespace}.{relation.name}"
         strategy = self._registry.strategy

@@ -56,3 +56,39 @@ class SchemaError(BridgeError):
 
 class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
+
+
+class ValueConversionError(BridgeError):
+    """A column value that cannot be written as its Avro type.
+
+    Raised by the encoder for a value its converter cannot read (corrupt or unexpected
+    text or binary form), a value outside its Avro type (an xid8 above 2**63, a
+    numeric beyond its precision), or a NULL where the record key needs a value. The
+    message names table, column and PostgreSQL type; the change is not produced and
+    nothing past the last good transaction is acknowledged.
+    """
+
+    def __init__(
+        self,
+        table: str | None,
+        column: str | None,
+        pg_type: str,
+        value: object,
+        reason: object,
+    ) -> None:
+        where = ".".join(p for p in (table, column) if p) or "a column"
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        detail = f"{type(reason).__name__}: {reason}" if isinstance(reason, Exception) else reason
+        super().__init__(
+            f"{where} ({pg_type}): cannot encode the value {shown}: {detail}",
+            hint="the change was not produced and nothing after the last good transaction "
+            "was acknowledged; if PostgreSQL accepts this value, report it with the "
+            "table definition, or leave the column out with filters.exclude_columns",
+        )
+        self.table = table
+        self.column = column
+        self.pg_type = pg_type
+        self.value = value
+        self.reason = detail

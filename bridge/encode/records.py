@@ -1,78 +1,58 @@
 """Change events → Confluent-framed Avro key/value bytes, following Debezium's conventions.
 
-One `ChangeEncoder` per table version: schemas parsed once by fastavro, the
-5-byte Confluent header (magic 0, big-endian schema id) precomputed. Row unions
-are written with fastavro's tuple notation so it never has to guess the branch
-by validating the whole row.
+One `ChangeEncoder` per table version: its `RowPlan` (bridge/encode/plan.py) writes
+keys and rows, the envelope around them is laid out from the registered envelope schema
+(`EnvelopeLayout`: union branches, the constant trailing fields, the op strings, all
+written by the writers compiled for those fields), and the source block is pre-encoded
+once per (transaction, table). Debezium's record shapes (c/u/d/r/t, a delete followed by
+a tombstone, a primary-key change as delete + tombstone + create) are written once, in
+`ChangeEncoder.records`.
 """
 
 from __future__ import annotations
 
-import io
 import struct
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from fastavro import parse_schema, schemaless_writer
-
-from bridge.decode.messages import PG_EPOCH_OFFSET_US, TupleData
-from bridge.encode.avro import compile_writer, long_bytes, write_long
-from bridge.encode.plan import RowBodies, compile_row_writer
+from bridge.decode.messages import KIND_UNCHANGED, PG_EPOCH_OFFSET_US, TupleData
+from bridge.encode.avro import Writer, compile_value_writer, compile_writer
+from bridge.encode.columns import BAD_INPUT
+from bridge.encode.plan import RowBodies, RowPlan, Toast
 from bridge.errors import SchemaError
 from bridge.events.model import Change
+from bridge.schema.fixed import load_fixed
 from bridge.schema.table import TableCodec
 
 Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
 ToastMode = Literal["list", "placeholder"]
 _HEADER: Final = struct.Struct(">bI")
-# Avro strings (length 1, the letter) of the ops the fast path writes; "r" is a snapshot read.
-_OPS: Final = {op: b"\x02" + op.encode() for op in ("c", "u", "d", "r")}
-_AFTER_ONLY: Final = b"\x00\x02"  # the envelope's before: null, after: union branch 1
-
-
-class _Clock:
-    """The envelope's last fields, ts_ms then null transaction and unchanged_fields,
-    encoded once per millisecond instead of once per record."""
-
-    def __init__(self) -> None:
-        self._ms = -1
-        self._tail = b""
-
-    def tail(self) -> bytes:
-        ms = time.time_ns() // 1_000_000
-        if ms != self._ms:
-            self._ms = ms
-            self._tail = b"\x02" + long_bytes(ms) + b"\x00\x00"
-        return self._tail
-
-
-_TS_MS: Final = _Clock()
+_OPS: Final = ("c", "u", "d", "r", "t")  # "r": a snapshot read; "t": a truncate
+_ENVELOPE_FIELDS: Final = (
+    "before",
+    "after",
+    "source",
+    "op",
+    "ts_ms",
+    "transaction",
+    "unchanged_fields",
+)
 
 
 def framed_writer(
     schema: dict[str, Any], schema_id: int, label: str = "record"
 ) -> Callable[[Any], bytes]:
-    """Encoder for one registered schema: Confluent header + Avro binary body.
-
-    The body comes from a writer compiled for this schema (`fastwriter`, byte-for-byte
-    fastavro's output at about twice the speed), or from fastavro for the constructs it
-    does not compile. A value the schema cannot hold (an xid8 above 2^63) is a
-    SchemaError naming `label`, not a bare ValueError."""
+    """Encoder for one registered schema: Confluent header + Avro binary body (compiled
+    by `bridge.encode.avro`). A value the schema cannot hold is a SchemaError naming
+    `label`, not a bare ValueError."""
     header = _HEADER.pack(0, schema_id)
-    body = _body_writer(schema)
+    body = compile_writer(schema)
 
     def write(datum: Any) -> bytes:
         try:
             return header + body(datum)
-        except (
-            TypeError,
-            ValueError,
-            OverflowError,
-            KeyError,
-            AttributeError,
-            struct.error,
-        ) as exc:
+        except BAD_INPUT as exc:
             raise SchemaError(
                 f"{label}: a value does not fit its Avro schema: {exc!r}",
                 hint="report this with the table definition; the change was not produced",
@@ -81,31 +61,93 @@ def framed_writer(
     return write
 
 
-def _body_writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
-    try:
-        return compile_writer(schema)
-    except SchemaError:
-        return _fastavro_body(schema)
+def _encoded(writer: Writer, value: Any) -> bytes:
+    out = bytearray()
+    writer(out, value)
+    return bytes(out)
 
 
-def _fastavro_body(schema: dict[str, Any]) -> Callable[[Any], bytes]:
-    parsed = parse_schema(schema)
+def _union_tags(union: Any, field: str) -> tuple[bytes, bytes]:
+    """(null branch, value branch) of a ["null", T] field, as the field's writer encodes
+    the branch index."""
+    if not (isinstance(union, list) and len(union) == 2 and "null" in union):
+        raise SchemaError(f"envelope field {field}: expected a union of null and one type")
+    null_at = union.index("null")
+    index = compile_value_writer("long")
+    return _encoded(index, null_at), _encoded(index, 1 - null_at)
 
-    def body(datum: Any) -> bytes:
-        buf = io.BytesIO()
-        schemaless_writer(buf, parsed, datum)
-        return buf.getvalue()
 
-    return body
+class EnvelopeLayout:
+    """The envelope schema's fields as byte pieces around the rows and the source block.
+
+    Built from the schema that is registered: a schema whose fields differ from the
+    layout this writes is refused when the encoder is built, not mis-encoded."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        fields = {f["name"]: f["type"] for f in schema["fields"]}
+        if tuple(fields) != _ENVELOPE_FIELDS:
+            raise SchemaError(f"envelope fields {tuple(fields)}, expected {_ENVELOPE_FIELDS}")
+        self.row_null, self.row_some = _union_tags(fields["before"], "before")
+        if _union_tags(fields["after"], "after") != (self.row_null, self.row_some):
+            raise SchemaError("envelope fields before and after differ in their union order")
+        if fields["source"] != load_fixed("source"):
+            raise SchemaError("envelope field source is not schemas/source.avsc")
+        op = compile_value_writer(fields["op"])
+        self.ops = {name: _encoded(op, name) for name in _OPS}
+        self._ts_ms = compile_value_writer(fields["ts_ms"])
+        self._unchanged = compile_value_writer(fields["unchanged_fields"])
+        self._no_transaction = _encoded(compile_value_writer(fields["transaction"]), None)
+        self.after_only = self.row_null + self.row_some  # before: null, after: a row
+
+    def tail(self, ms: int, unchanged: list[str] | None) -> bytes:
+        """ts_ms, transaction (always null) and unchanged_fields."""
+        out = bytearray()
+        self._ts_ms(out, ms)
+        out += self._no_transaction
+        self._unchanged(out, unchanged)
+        return bytes(out)
+
+
+class SourceLayout:
+    """Debezium's source block (`schemas/source.avsc`) by its compiled field writers, split
+    around the table's schema and name: the fields before and after them are the same for
+    every table of a transaction, those two the same for every transaction of a table."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        fields = [(f["name"], compile_value_writer(f["type"])) for f in schema["fields"]]
+        names = [name for name, _ in fields]
+        at = names.index("schema")
+        if names[at + 1] != "table":
+            raise SchemaError("source block: schema and table must be adjacent fields")
+        self._head = fields[:at]
+        self._table = fields[at : at + 2]
+        self._tail = fields[at + 2 :]
+
+    def ends(self, values: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The fields before and after schema and table; raises ValueError or TypeError
+        for a value the schema cannot hold."""
+        return _write_fields(self._head, values), _write_fields(self._tail, values)
+
+    def table_fields(self, schema: str, table: str) -> bytes:
+        return _write_fields(self._table, {"schema": schema, "table": table})
+
+
+def _write_fields(fields: list[tuple[str, Writer]], values: dict[str, Any]) -> bytes:
+    out = bytearray()
+    for name, write in fields:
+        write(out, values[name])
+    return bytes(out)
+
+
+_SOURCE: Final = SourceLayout(load_fixed("source"))
 
 
 class TxSource:
     """The parts of Debezium's source block fixed for one transaction.
 
     `blocks` caches the encoded block per table: it is the same for every row of a table
-    in the transaction, so the fast path writes it once. Built once per transaction, so
-    it keeps plain fields: `base` (the block as a record, for the general path) is only
-    built when something asks for it."""
+    in the transaction, so it is written once. Built once per transaction, so it keeps
+    plain fields and encodes only when a record asks for it."""
 
     __slots__ = (
         "_base",
@@ -165,70 +207,40 @@ class TxSource:
         """The source block's body before and after its schema and table fields, in
         `source.avsc`'s field order: the same for every table of the transaction.
 
-        Raises ValueError or TypeError for a value the schema cannot hold (the general
-        path then names it)."""
+        Raises ValueError or TypeError for a value the schema cannot hold."""
         if self._ends is None:
-            before_ts, after_ts = _texts(self.version, self.server, self.snapshot, self.db)
-            head = bytearray(before_ts)
-            _write_long(head, self.ts_ms)
-            head += after_ts
-            tail = bytearray()
-            if self.xid is None:
-                tail.append(0)
-            else:
-                tail.append(2)
-                _write_long(tail, self.xid)
-            tail.append(2)
-            _write_long(tail, self.commit_lsn)
-            tail.append(0)  # xmin
-            self._ends = bytes(head), bytes(tail)
+            self._ends = _SOURCE.ends(self.base)
         return self._ends
 
 
-# The encoded source fields that stay the same across transactions (version, connector,
-# server; snapshot, database, sequence), by (version, server, snapshot, db).
-_TEXTS: Final[dict[tuple[str, str, str, str], tuple[bytes, bytes]]] = {}
+class _Clock:
+    """The envelope's last fields (ts_ms, then null transaction and unchanged_fields),
+    encoded once per millisecond instead of once per record."""
 
+    def __init__(self, layout: EnvelopeLayout) -> None:
+        self._layout = layout
+        self._ms = -1
+        self._tail = b""
 
-def _texts(version: str, server: str, snapshot: str, db: str) -> tuple[bytes, bytes]:
-    """(version, connector, name) and (snapshot, db, sequence=null) as Avro bytes."""
-    key = (version, server, snapshot, db)
-    encoded = _TEXTS.get(key)
-    if encoded is None:
-        head, tail = bytearray(), bytearray()
-        for value in (version, "postgresql", server):
-            _write_text(head, value)
-        for value in (snapshot, db):
-            _write_text(tail, value)
-        tail.append(0)  # sequence: null
-        encoded = _TEXTS[key] = bytes(head), bytes(tail)
-    return encoded
-
-
-def _write_text(out: bytearray, value: object) -> None:
-    if type(value) is not str:
-        raise TypeError(f"{value!r} is not a string")
-    data = value.encode()
-    write_long(out, len(data))
-    out += data
-
-
-def _write_long(out: bytearray, value: object) -> None:
-    if type(value) is not int:
-        raise TypeError(f"{value!r} is not an integer")
-    write_long(out, value)
+    def tail(self) -> bytes:
+        ms = time.time_ns() // 1_000_000
+        if ms != self._ms:
+            self._ms = ms
+            self._tail = self._layout.tail(ms, None)
+        return self._tail
 
 
 class ChangeEncoder:
     """Key/value records for the changes of one table version."""
 
     __slots__ = (
-        "_fast",
-        "_key",
+        "_clock",
         "_key_header",
+        "_label",
+        "_layout",
+        "_plan",
         "_table_fields",
         "_table_id",
-        "_value",
         "_value_header",
         "table",
         "toast_mode",
@@ -247,206 +259,125 @@ class ChangeEncoder:
         self.table = table
         self.toast_mode = toast_mode
         self.tombstones = tombstones
-        label = f"{table.relation.namespace}.{table.relation.name}"
-        self._key = (
-            framed_writer(table.key_schema, key_id, f"{label} key")
-            if table.key_schema and key_id is not None
-            else None
-        )
-        self._value = framed_writer(table.envelope_schema, value_id, label)
-        self._fast = compile_row_writer(table)
-        self._key_header = None if self._key is None else _HEADER.pack(0, key_id or 0)
+        relation = table.relation
+        self._label = f"{relation.namespace}.{relation.name}"
+        self._plan = RowPlan(table)
+        self._layout = EnvelopeLayout(table.envelope_schema)
+        self._clock = _Clock(self._layout)
+        has_key = table.key_schema is not None and key_id is not None
+        self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
         self._value_header = _HEADER.pack(0, value_id)
-        self._table_id = (table.relation.namespace, table.relation.name)
-        self._table_fields: bytes | None = None  # schema and table, as the source block has them
-        fields = bytearray()
-        try:
-            for name in self._table_id:
-                _write_text(fields, name)
-            self._table_fields = bytes(fields)
-        except (ValueError, TypeError):
-            pass  # the general path names the value
+        self._table_id = (relation.namespace, relation.name)
+        self._table_fields = _SOURCE.table_fields(*self._table_id)
+
+    def check_binary(self) -> None:
+        """Refuse binary tuples for a table with a column the binary reader lacks."""
+        self._plan.check_binary()
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
-        """Debezium's shapes: c/u/d/t, a delete followed by a tombstone, and a primary-key
-        change as delete + tombstone + create."""
-        if self._fast is not None:
-            fast = self._fast_records(change, tx)
-            if fast is not None:
-                return fast
-        return self._general_records(change, tx)
-
-    def _fast_records(self, change: Change, tx: TxSource) -> list[Record] | None:
-        """`_general_records`' output from the fused row writer; None where it does not apply."""
-        plan = self._fast
-        if plan is None or change.op not in _OPS:
-            return None
-        source = tx.blocks.get(self._table_id)
-        if source is None:
-            source = self._source_block(tx)
-            if source is None:
-                return None
-        op = change.op
+        """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
+        primary-key change as delete + tombstone + create."""
+        source = self._source_block(tx)
         new = change.new
-        if new is not None and change.old is None and op != "d":
+        op = change.op
+        if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
             # one record, no key comparison: the common case, the row written straight
             # into the envelope's parts
-            parts = [self._value_header, _AFTER_ONLY]
-            key = plan.write_parts(parts, new.kinds, new.values)
-            if key is None:
-                return None
+            parts = [self._value_header, self._layout.after_only]
+            key = self._plan.write_parts(parts, new.kinds, new.values)
             parts.append(source)
-            parts.append(_OPS[op])
-            parts.append(_TS_MS.tail())
+            parts.append(self._layout.ops[op])
+            parts.append(self._clock.tail())
             return [(self._framed_key(key), b"".join(parts))]
-        before = after = None
-        if new is not None:
-            after = plan.write(new.kinds, new.values)
-            if after is None:
-                return None
-        if change.old is not None:
-            before = plan.write(change.old.kinds, change.old.values)
-            if before is None:
-                return None
-        if (before if op == "d" else after) is None:
-            return None
+        if op == "t":
+            return [(None, self._envelope(None, None, "t", source, None))]
+        return self._shaped(change, source)
 
-        def envelope(before: Any, after: Any, op: str) -> bytes:
-            return self._fast_envelope(before, after, _OPS[op], source)
+    def _shaped(self, change: Change, source: bytes) -> list[Record]:
+        before, after, unchanged = self._rows(change)
+        op = change.op
 
-        def key_of(bodies: RowBodies) -> bytes | None:
-            return self._framed_key(bodies[0])
+        def key_of(bodies: RowBodies | None) -> bytes | None:
+            return None if bodies is None else self._framed_key(bodies[0])
 
-        return self._shape(op, change.old_kind, before, after, key_of, envelope)
-
-    def _shape(
-        self,
-        op: str,
-        old_kind: str,
-        before: Any,
-        after: Any,
-        key_of: Callable[[Any], bytes | None],
-        envelope: Callable[[Any, Any, str], bytes],
-    ) -> list[Record]:
-        """Debezium's record shapes over either path's row form: a delete followed by a
-        tombstone, and a primary-key change as delete + tombstone + create."""
         if op == "d":
             key = key_of(before)
-            out: list[Record] = [(key, envelope(before, None, "d"))]
+            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
             if self.tombstones:
                 out.append((key, None))
             return out
         key = key_of(after)
-        if op == "u" and old_kind and before is not None:
+        if op == "u" and change.old_kind and before is not None:
             old_key = key_of(before)
             if old_key != key:
-                out = [(old_key, envelope(before, None, "d"))]
+                out = [(old_key, self._envelope(before, None, "d", source, None))]
                 if self.tombstones:
                     out.append((old_key, None))
-                out.append((key, envelope(None, after, "c")))
+                out.append((key, self._envelope(None, after, "c", source, unchanged)))
                 return out
-        return [(key, envelope(before, after, op))]
+        return [(key, self._envelope(before, after, op, source, unchanged))]
+
+    def _rows(self, change: Change) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
+        """(before, after, unchanged_fields): REPLICA IDENTITY FULL's old row fills the
+        unchanged TOASTed values of the new one; otherwise `toast_mode` applies."""
+        old, new = change.old, change.new
+        before: RowBodies | None = None
+        toast: Toast | None = None
+        if new is not None and KIND_UNCHANGED in new.kinds:
+            fill = None
+            if old is not None and change.old_kind == "O":
+                key, fill = self._plan.write_columns(old.kinds, old.values)
+                before = key, b"".join(fill)
+            toast = Toast(fill, self.toast_mode == "placeholder")
+        if old is not None and before is None:
+            before = self._write(old, None)
+        after = None if new is None else self._write(new, toast)
+        unchanged = toast.unchanged if toast is not None and toast.unchanged else None
+        return before, after, unchanged
+
+    def _write(self, tup: TupleData, toast: Toast | None) -> RowBodies:
+        return self._plan.write(tup.kinds, tup.values, toast)
 
     def _framed_key(self, body: bytes) -> bytes | None:
         header = self._key_header
         return None if header is None else header + body
 
-    def _source_block(self, tx: TxSource) -> bytes | None:
+    def _source_block(self, tx: TxSource) -> bytes:
         """The encoded source block (`schemas/source.avsc`) with this table's names."""
-        if self._table_fields is None:
-            return None
+        block = tx.blocks.get(self._table_id)
+        if block is not None:
+            return block
         try:
             head, tail = tx.ends()
-        except (ValueError, TypeError):
-            return None  # the general path names the value
-        block = head + self._table_fields + tail
-        tx.blocks[self._table_id] = block
+        except BAD_INPUT as exc:
+            raise SchemaError(
+                f"{self._label}: the source block does not fit its Avro schema: {exc!r}",
+                hint="report this with the transaction's xid and LSN; the change was not produced",
+            ) from None
+        block = tx.blocks[self._table_id] = head + self._table_fields + tail
         return block
-
-    def _fast_envelope(
-        self, before: RowBodies | None, after: RowBodies | None, op: bytes, source: bytes
-    ) -> bytes:
-        """Envelope fields in schema order: before, after, source, op, ts_ms, and NULL for
-        transaction and unchanged_fields (the fast path never has unchanged columns)."""
-        out = bytearray(self._value_header)
-        if before is None:
-            out.append(0)
-        else:
-            out.append(2)
-            out += before[1]
-        if after is None:
-            out.append(0)
-        else:
-            out.append(2)
-            out += after[1]
-        out += source
-        out += op
-        out += _TS_MS.tail()
-        return bytes(out)
-
-    def _general_records(self, change: Change, tx: TxSource) -> list[Record]:
-        source = dict(tx.base)
-        source["schema"] = self.table.relation.namespace
-        source["table"] = self.table.relation.name
-        op = change.op
-        if op == "t":
-            return [(None, self._envelope(None, None, "t", source, None))]
-        unchanged: list[str] = []
-        before = self._row(change.old, None) if change.old is not None else None
-        after = self._row(change.new, unchanged) if change.new is not None else None
-        if unchanged and after is not None:
-            unchanged = self._fill_unchanged(
-                after, before if change.old_kind == "O" else None, unchanged
-            )
-        fields = unchanged or None
-
-        def envelope(before: Any, after: Any, op: str) -> bytes:
-            return self._envelope(before, after, op, source, None if op == "d" else fields)
-
-        return self._shape(op, change.old_kind, before, after, self._encode_key, envelope)
-
-    def _row(self, tup: TupleData, unchanged: list[str] | None) -> dict[str, Any]:
-        return self.table.row(tup.kinds, tup.values, unchanged)
-
-    def _fill_unchanged(
-        self, after: dict[str, Any], old: dict[str, Any] | None, names: list[str]
-    ) -> list[str]:
-        """REPLICA IDENTITY FULL sends the old value: use it. Otherwise apply the mode."""
-        still: list[str] = []
-        for name in names:
-            if old is not None and old.get(name) is not None:
-                after[name] = old[name]
-            else:
-                placeholder = (
-                    self.table.placeholder(name) if self.toast_mode == "placeholder" else None
-                )
-                if placeholder is not None:
-                    after[name] = placeholder
-                still.append(name)
-        return still
-
-    def _encode_key(self, row: dict[str, Any] | None) -> bytes | None:
-        if self._key is None or row is None:
-            return None
-        return self._key(self.table.key(row))
 
     def _envelope(
         self,
-        before: dict[str, Any] | None,
-        after: dict[str, Any] | None,
+        before: RowBodies | None,
+        after: RowBodies | None,
         op: str,
-        source: dict[str, Any],
+        source: bytes,
         unchanged: list[str] | None,
     ) -> bytes:
-        row_name = self.table.row_name
-        return self._value(
-            {
-                "before": None if before is None else (row_name, before),
-                "after": None if after is None else (row_name, after),
-                "source": source,
-                "op": op,
-                "ts_ms": time.time_ns() // 1_000_000,
-                "transaction": None,
-                "unchanged_fields": unchanged,
-            }
-        )
+        """Envelope fields in schema order: before, after, source, op, then the tail."""
+        layout = self._layout
+        parts = [self._value_header]
+        for row in (before, after):
+            if row is None:
+                parts.append(layout.row_null)
+            else:
+                parts.append(layout.row_some)
+                parts.append(row[1])
+        parts.append(source)
+        parts.append(layout.ops[op])
+        if unchanged is None:
+            parts.append(self._clock.tail())
+        else:
+            parts.append(layout.tail(time.time_ns() // 1_000_000, unchanged))
+        return b"".join(parts)

@@ -3,8 +3,8 @@
 They assume the server defaults that also govern pgoutput's text values:
 DateStyle=ISO, IntervalStyle=postgres, extra_float_digits >= 1 and an
 lc_monetary with two fraction digits. Malformed input raises whatever Python
-raises (ValueError, IndexError, ...); `pgtypes` turns that into ProtocolError
-once per column converter instead of per parser.
+raises (ValueError, IndexError, ...); the encoder turns that into a
+ValueConversionError naming table and column (`bridge.encode.columns`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from mypy_extensions import i64
 
+from bridge.encode.avro import decimal_bytes
 from bridge.encode.temporal import (
     INT32_MAX,
     INT32_MIN,
@@ -113,7 +114,11 @@ def _days(date: str, bc: bool) -> int:
 
 
 def parse_date(text: str) -> int:
-    """Unix days; infinity maps to the int32 sentinels."""
+    """Unix days; infinity maps to the int32 sentinels (`wire_date` of the text)."""
+    return wire_date(text.encode())
+
+
+def _parse_date_general(text: str) -> int:
     if text == "infinity":
         return INT32_MAX
     if text == "-infinity":
@@ -177,20 +182,12 @@ def timestamptz_us(text: str) -> int:
 
 
 def parse_timestamptz(text: str) -> int:
-    if 22 <= len(text) <= 35 and text[10] == " " and text[4] == "-":
-        try:
-            moment = _datetime_fromisoformat(text)
-        except ValueError:
-            return clamp_us(timestamptz_us(text))
-        offset = moment.utcoffset()
-        if offset is not None:
-            shift = (offset.days * 86_400 + offset.seconds) * US_PER_SECOND + offset.microseconds
-            return _local_us(moment) - shift
-    return clamp_us(timestamptz_us(text))
+    """Unix microseconds of a timestamptz (`wire_timestamptz` of the text)."""
+    return wire_timestamptz(text.encode())
 
 
 def wire_date(raw: bytes) -> int:
-    """`parse_date` of the undecoded text: 'YYYY-MM-DD' (what the server prints for AD
+    """Unix days of a date's text: 'YYYY-MM-DD' (what the server prints for AD
     years below 10000) read digit by digit, anything else decoded."""
     if len(raw) == 10 and raw[4] == _DASH and raw[7] == _DASH:
         year = _digits(raw, 0, 4)
@@ -198,14 +195,15 @@ def wire_date(raw: bytes) -> int:
         day = _digits(raw, 8, 2)
         if _valid_date(year, month, day):
             return days_from_civil(year, month, day)
-    return parse_date(raw.decode())
+    return _parse_date_general(raw.decode())
 
 
 def wire_timestamptz(raw: bytes) -> int:
-    """`parse_timestamptz` of the undecoded text: the common shape is read digit by digit
-    from the bytes (compiled, that is integer work with no objects), the rest decoded."""
+    """Unix microseconds of a timestamptz's text, the one timestamptz parser: the common
+    shape is read digit by digit from the bytes (compiled, that is integer work with no
+    objects), the rest (BC, years past 9999, infinity) decoded by `timestamptz_us`."""
     us = _iso_timestamptz(raw)
-    return parse_timestamptz(raw.decode()) if us == _NOT_ISO else us
+    return clamp_us(timestamptz_us(raw.decode())) if us == _NOT_ISO else us
 
 
 # Outside every result of _iso_timestamptz (4-digit years), inside a compiled short int.
@@ -365,12 +363,7 @@ def parse_variable_decimal(text: str) -> dict[str, Any] | None:
         return None
     whole, _, frac = text.partition(".")
     unscaled = int(whole + frac)
-    return {"scale": len(frac), "value": unscaled_bytes(unscaled)}
-
-
-def unscaled_bytes(unscaled: int) -> bytes:
-    """Minimal big-endian two's complement, as Avro decimals and Debezium encode them."""
-    return unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)
+    return {"scale": len(frac), "value": decimal_bytes(unscaled)}
 
 
 def parse_hstore(text: str) -> dict[str, str | None]:

@@ -25,6 +25,7 @@ from bridge.schema.table import TableCodec
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
+from tests.encode.oracle import Oracle
 
 
 def source_config(stack: Any, dbname: str, **source: Any) -> Config:
@@ -112,11 +113,15 @@ class LiveSource:
             self._codecs[relation] = codec
         return codec
 
-    def row(self, change: Change, which: str = "new") -> dict[str, Any]:
+    def row(
+        self, change: Change, which: str = "new", unchanged: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The tuple's values as the encoder's converters read them; the names of
+        unchanged TOASTed columns go to `unchanged`."""
         assert change.relation is not None
         data = change.new if which == "new" else change.old
         assert data is not None, f"{change.op} change has no {which} tuple"
-        return self.codec(change.relation).row(data.kinds, data.values, None)
+        return Oracle(self.codec(change.relation), None, 0).row(data, unchanged)
 
 
 def changes(events: list[Event]) -> list[Change]:
