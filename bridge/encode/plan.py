@@ -188,13 +188,34 @@ class RowPlan:
         kinds: bytes,
         values: tuple[bytes | None, ...],
         toast: Toast | None = None,
+        ends: list[int] | None = None,
     ) -> bytes:
         """Append the row record's body to `parts` and return the key record's body (b""
-        without a key). Unchanged TOASTed values are NULL without `toast` (an old row)."""
-        self._check_width(kinds)
+        without a key). Unchanged TOASTed values are NULL without `toast` (an old row);
+        `ends` collects where each column's parts end."""
+        if len(kinds) != self.width:
+            raise self._width_error(kinds)
         keys = [b""] * self.key_parts
-        for column in self.columns:
-            _write_column(parts, keys, column, kinds, values, toast)
+        try:
+            for column in self.columns:
+                kind = kinds[column.index]
+                if kind in (KIND_TEXT, KIND_BINARY):
+                    value = values[column.index]
+                    if value is None:
+                        raise _without_bytes(column)
+                    text = kind == KIND_TEXT
+                    shape = column.text_shape if text else column.binary_shape
+                    _write_value(parts, keys, column, shape, text, value)
+                elif kind == KIND_NULL:
+                    parts.append(_NULL)
+                    if column.key_slot >= 0:
+                        _key_from(keys, column, _NULL, None)
+                else:
+                    _write_absent(parts, keys, column, kind, toast)
+                if ends is not None:
+                    ends.append(len(parts))
+        except BAD_INPUT as exc:
+            raise column.error(values[column.index], exc) from exc
         if len(keys) == 1:
             return keys[0]
         return b"".join(keys)
@@ -204,52 +225,26 @@ class RowPlan:
     ) -> tuple[bytes, list[bytes]]:
         """The key body and each column's encoding apart: an old row whose values fill
         the new row's unchanged TOASTed columns."""
-        self._check_width(kinds)
-        keys = [b""] * self.key_parts
+        parts: list[bytes] = []
+        ends: list[int] = []
+        key = self.write_parts(parts, kinds, values, None, ends)
         columns = []
-        for column in self.columns:
-            parts: list[bytes] = []
-            _write_column(parts, keys, column, kinds, values, None)
-            columns.append(b"".join(parts))
-        return b"".join(keys), columns
+        start = 0
+        for end in ends:
+            columns.append(b"".join(parts[start:end]))
+            start = end
+        return key, columns
 
-    def _check_width(self, kinds: bytes) -> None:
-        if len(kinds) != self.width:
-            raise ProtocolError(
-                "tuple",
-                0,
-                f"{len(kinds)} columns for {self.label}, whose Relation message has {self.width}",
-            )
+    def _width_error(self, kinds: bytes) -> ProtocolError:
+        return ProtocolError(
+            "tuple",
+            0,
+            f"{len(kinds)} columns for {self.label}, whose Relation message has {self.width}",
+        )
 
 
-def _write_column(
-    parts: list[bytes],
-    keys: list[bytes],
-    column: _Column,
-    kinds: bytes,
-    values: tuple[bytes | None, ...],
-    toast: Toast | None,
-) -> None:
-    kind = kinds[column.index]
-    if kind == KIND_TEXT:
-        shape = column.text_shape
-    elif kind == KIND_BINARY:
-        shape = column.binary_shape
-    elif kind == KIND_NULL:
-        parts.append(_NULL)
-        if column.key_slot >= 0:
-            _key_from(keys, column, _NULL, None)
-        return
-    else:
-        _write_absent(parts, keys, column, kind, toast)
-        return
-    value = values[column.index]
-    if value is None:
-        raise ProtocolError("tuple", 0, f"{column.table}.{column.pg_name}: a value without bytes")
-    try:
-        _write_value(parts, keys, column, shape, kind == KIND_TEXT, value)
-    except BAD_INPUT as exc:
-        raise column.error(value, exc) from exc
+def _without_bytes(column: _Column) -> ProtocolError:
+    return ProtocolError("tuple", 0, f"{column.table}.{column.pg_name}: a value without bytes")
 
 
 def _write_absent(

@@ -36,10 +36,6 @@ _BYTEA_ESCAPE: Final = re.compile(rb"\\(\\|[0-3][0-7]{2})")
 _HSTORE_PAIR: Final = re.compile(r'"((?:[^"\\]|\\.)*)"=>(?:"((?:[^"\\]|\\.)*)"|(NULL))(, |$)', re.S)
 _BACKSLASH: Final = re.compile(r"\\(.)", re.S)
 _NUMERIC_SPECIAL: Final = frozenset({"NaN", "Infinity", "-Infinity"})
-# Rows repeat dates and zone offsets; parsing them once per distinct string pays off.
-_CACHE_SIZE: Final = 10_000
-_AD_DAYS: Final[dict[str, int]] = {}
-_OFFSETS: Final[dict[str, int]] = {}
 _time_fromisoformat: Final = datetime.time.fromisoformat
 _datetime_fromisoformat: Final = datetime.datetime.fromisoformat
 _UNIX_ORDINAL: Final = 719_163  # datetime.date(1970, 1, 1).toordinal()
@@ -99,18 +95,14 @@ def _parse_time_exact(text: str) -> int:
 
 
 def _days(date: str, bc: bool) -> int:
-    if not bc:
-        days = _AD_DAYS.get(date)
-        if days is not None:
-            return days
+    """Unix days of 'YYYY-MM-DD' (any year width), BC years counted astronomically.
+
+    Only the shapes `wire_date` and `wire_timestamptz` do not read digit by digit (BC,
+    years past 9999) and timestamps without time zone come here, so no cache: the
+    process-wide one it had served the shapes the digit readers now take."""
     year, month, day = date.rsplit("-", 2)
     y = int(year)
-    days = days_from_civil(1 - y if bc else y, int(month), int(day))
-    if not bc:
-        if len(_AD_DAYS) >= _CACHE_SIZE:
-            _AD_DAYS.clear()
-        _AD_DAYS[date] = days
-    return days
+    return days_from_civil(1 - y if bc else y, int(month), int(day))
 
 
 def parse_date(text: str) -> int:
@@ -295,17 +287,11 @@ def _iso_timestamptz(raw: bytes) -> int:
 
 
 def _offset_seconds(text: str) -> int:
-    seconds = _OFFSETS.get(text)
-    if seconds is None:
-        fields = text[1:].split(":")
-        if text[0] not in "+-" or len(fields) > 3 or not all(len(f) == 2 for f in fields):
-            raise ValueError(f"bad UTC offset {text!r}")
-        seconds = sum(int(f) * m for f, m in zip(fields, (3600, 60, 1), strict=False))
-        seconds = -seconds if text[0] == "-" else seconds
-        if len(_OFFSETS) >= _CACHE_SIZE:
-            _OFFSETS.clear()
-        _OFFSETS[text] = seconds
-    return seconds
+    fields = text[1:].split(":")
+    if text[0] not in "+-" or len(fields) > 3 or not all(len(f) == 2 for f in fields):
+        raise ValueError(f"bad UTC offset {text!r}")
+    seconds = sum(int(f) * m for f, m in zip(fields, (3600, 60, 1), strict=False))
+    return -seconds if text[0] == "-" else seconds
 
 
 def parse_interval(text: str) -> dict[str, int]:

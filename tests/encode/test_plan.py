@@ -29,6 +29,7 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
+from bridge.encode.binvalues import numeric_text
 from bridge.encode.plan import RowPlan
 from bridge.encode.records import ChangeEncoder, TxSource
 from bridge.errors import BridgeError, ProtocolError, ValueConversionError
@@ -77,6 +78,63 @@ COLUMNS: list[tuple[str, int, int, st.SearchStrategy[str]]] = [
     ("nums", 1007, -1, st.lists(st.integers(-(2**31), 2**31 - 1)).map(pg_array)),
     ("xid", 5069, -1, st.integers(0, 2**64 - 1).map(str)),
 ]
+
+
+def numeric_binary(unscaled: int, dscale: int) -> bytes:
+    """numeric_send of unscaled * 10**-dscale: base-10000 digits around the point."""
+    groups = (dscale + 3) // 4
+    rest = abs(unscaled) * 10 ** (groups * 4 - dscale)
+    digits: list[int] = []
+    while rest:
+        digits.insert(0, rest % 10_000)
+        rest //= 10_000
+    weight = len(digits) - groups - 1
+    while digits and digits[-1] == 0:
+        digits.pop()
+    sign = 0x4000 if unscaled < 0 else 0
+    head = struct.pack(">hhHh", len(digits), weight if digits else 0, sign, dscale)
+    return head + struct.pack(f">{len(digits)}h", *digits)
+
+
+def int4_array_binary(items: list[int]) -> bytes:
+    if not items:
+        return struct.pack(">iiI", 0, 0, 23)
+    head = struct.pack(">iiIii", 1, 0, 23, len(items), 1)
+    return head + b"".join(struct.pack(">ii", 4, item) for item in items)
+
+
+_PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
+_NUMERIC_NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)
+# The same columns' binary (send) forms, by column name.
+BINARY: dict[str, st.SearchStrategy[bytes]] = {
+    "id": st.integers(-(2**31), 2**31 - 1).map(struct.Struct(">i").pack),
+    "small": st.integers(-(2**15), 2**15 - 1).map(struct.Struct(">h").pack),
+    "big": st.integers(-(2**63), 2**63 - 1).map(struct.Struct(">q").pack),
+    "label": _TEXT.map(str.encode),
+    "name": _TEXT.map(str.encode),
+    "amount": st.one_of(
+        st.integers(-(10**13), 10**13).map(lambda n: numeric_binary(n, 2)),  # some too big
+        st.integers(-10, 10).map(lambda n: numeric_binary(n, 1)),
+        st.just(_NUMERIC_NAN),
+    ),
+    "flag": st.sampled_from([b"\x01", b"\x00"]),
+    "ref": st.uuids().map(lambda u: u.bytes),
+    "doc": _TEXT.map(lambda t: b"\x01" + t.encode()),
+    "ratio": st.floats().map(struct.Struct(">d").pack),
+    "day": st.one_of(
+        st.dates(datetime.date(1, 1, 1)).map(lambda d: (d - _PG_EPOCH.date()).days),
+        st.sampled_from([2**31 - 1, -(2**31)]),
+    ).map(struct.Struct(">i").pack),
+    "at": st.one_of(
+        st.datetimes(timezones=st.just(datetime.UTC)).map(
+            lambda d: (d - _PG_EPOCH) // datetime.timedelta(microseconds=1)
+        ),
+        st.sampled_from([2**63 - 1, -(2**63)]),
+    ).map(struct.Struct(">q").pack),
+    "raw": st.binary(),
+    "nums": st.lists(st.integers(-(2**31), 2**31 - 1)).map(int4_array_binary),
+    "xid": st.integers(0, 2**64 - 1).map(struct.Struct(">Q").pack),
+}
 RELATION = Relation(
     None,
     16384,
@@ -131,11 +189,17 @@ plain_cell = st.one_of(st.none(), st.just("value"), st.just("value"))  # no unch
 
 @st.composite
 def tuples(
-    draw: st.DrawFn, *, key_present: bool = False, toast: bool = True, full: bool = False
+    draw: st.DrawFn,
+    *,
+    key_present: bool = False,
+    toast: bool = True,
+    full: bool = False,
+    binary: bool = False,
 ) -> TupleData:
+    """Text tuples, or with `binary` the binary (send) forms, as pgoutput sends them."""
     kinds = bytearray()
     values: list[bytes | None] = []
-    for n, (_, _, _, text) in enumerate(COLUMNS):
+    for n, (name, _, _, text) in enumerate(COLUMNS):
         present = full or (key_present and n == 0)
         what = "value" if present else draw(cell if toast else plain_cell)
         if what is None:
@@ -144,10 +208,16 @@ def tuples(
         elif what == "unchanged":
             kinds.append(KIND_UNCHANGED)
             values.append(None)
+        elif binary:
+            kinds.append(KIND_BINARY)
+            values.append(draw(BINARY[name]))
         else:
             kinds.append(KIND_TEXT)
             values.append(draw(text).encode())
     return TupleData(bytes(kinds), tuple(values))
+
+
+wire_tuples = st.booleans().flatmap(lambda binary: tuples(binary=binary))
 
 
 def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = "") -> Change:
@@ -157,8 +227,8 @@ def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = ""
 @settings(max_examples=400, deadline=None)
 @given(
     op=st.sampled_from(["c", "u", "d", "r", "t"]),
-    new=tuples(),
-    old=st.one_of(st.none(), tuples()),
+    new=wire_tuples,
+    old=st.one_of(st.none(), wire_tuples),
     old_kind=st.sampled_from(["K", "O"]),
     tombstones=st.booleans(),
     toast_mode=st.sampled_from(["list", "placeholder"]),
@@ -207,7 +277,10 @@ KEYED = TableCodec(
 
 
 @settings(max_examples=300, deadline=None)
-@given(op=st.sampled_from(["c", "u", "d"]), row=st.one_of(tuples(full=True), tuples()))
+@given(
+    op=st.sampled_from(["c", "u", "d"]),
+    row=st.one_of(tuples(full=True), tuples(), tuples(full=True, binary=True)),
+)
 def test_every_column_in_the_key(op: str, row: TupleData) -> None:
     encoder = ChangeEncoder(KEYED, 7, 8)
     c = change("d", row, None, "K") if op == "d" else change(op, None, row)
@@ -220,7 +293,14 @@ def test_every_column_in_the_key(op: str, row: TupleData) -> None:
 def fits(row: TupleData) -> bool:
     """xid8 within an Avro long; amount within numeric(12,2) or NaN/±Infinity (NULL)."""
     names = [name for name, *_ in COLUMNS]
-    xid, amount = row.values[names.index("xid")], row.values[names.index("amount")]
+    at_xid, at_amount = names.index("xid"), names.index("amount")
+    xid, amount = row.values[at_xid], row.values[at_amount]
+    if row.kinds[at_xid] == KIND_BINARY:
+        assert xid is not None
+        xid = str(struct.unpack(">Q", xid)[0]).encode()
+    if row.kinds[at_amount] == KIND_BINARY:
+        assert amount is not None
+        amount = numeric_text(amount).encode()
     if xid is not None and int(xid) >= 2**63:
         return False
     if amount is None or not amount[-1:].isdigit():
