@@ -50,6 +50,25 @@ class ProtocolError(BridgeError):
         self.reason = reason
 
 
+class StreamSequenceError(ProtocolError):
+    """Well-formed replication messages in an order the protocol does not allow: a commit
+    without its begin, a row for a relation never described, a stream segment or prepared
+    transaction never started. Each message decoded; the stream as a whole cannot be
+    trusted, so the pipeline stops as for any ProtocolError."""
+
+    def __init__(self, message_type: str, reason: str) -> None:
+        BridgeError.__init__(
+            self,
+            f"replication message {message_type!r} out of sequence: {reason}",
+            hint="nothing past the last good transaction was acknowledged; restart the "
+            "bridge to replay from there, and report it with the plugin and server version "
+            "if it repeats",
+        )
+        self.message_type = message_type
+        self.offset = 0
+        self.reason = reason
+
+
 class SchemaError(BridgeError):
     """A relation cannot be mapped to Avro, or the registry refused a schema."""
 
