@@ -10,15 +10,13 @@ Rows are text-mode TupleData (what pgoutput sends by default) for a table of int
 bigint, text, numeric(12,2), timestamptz, bool, jsonb, uuid, float8 and date. Lines:
 
   records   ChangeEncoder.records on an insert: the whole Debezium envelope
-            (before/after/source/op/ts_ms/...) and the key, both framed, by the fused
-            row writer (bridge/schema/rowwriter.py) the pipeline uses
-  general   the same records by the general path (TableCodec.row's dict, then the
-            compiled envelope writer): what rows the fused writer declines cost
-  convert   TableCodec.row alone (PostgreSQL text -> Python values)
+            (before/after/source/op/ts_ms/...) and the key, both framed, by the one
+            encoder of the table version (bridge/encode/plan.py) the pipeline uses
+  convert   the column converters alone (PostgreSQL text -> Python values, a dict)
   envelope  fastavro schemaless_writer of the envelope for already converted rows
   flat      fastavro schemaless_writer of the converted row as a flat record (the
             row's own schema, no envelope): the floor for any fastavro-based writer
-  fastwriter          the `envelope` line with bridge/schema/fastwriter.py instead
+  avro      the `envelope` line with bridge/encode/avro.py's compiled writer instead
 """
 
 from __future__ import annotations
@@ -38,11 +36,12 @@ from fastavro import parse_schema, schemaless_writer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
+from bridge.encode.avro import compile_writer
+from bridge.encode.columns import codec_of
+from bridge.encode.records import ChangeEncoder, TxSource
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
-from bridge.schema.fastwriter import compile_writer
 from bridge.schema.table import TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, TxSource
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 COLUMNS = (
@@ -112,7 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     tx = TxSource("b", "bench", 1234, 0x1_0000_0000, 0, "bench")
     rows = text_rows(n)
     changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
-    converted = [table.row(r.kinds, r.values, None) for r in rows]
+    parsers = [
+        (name, codec_of(t).text) for name, t in zip(table.field_names, table.types, strict=True)
+    ]
+
+    def row_of(r: TupleData) -> dict[str, Any]:
+        return {name: parse(v) for (name, parse), v in zip(parsers, r.values, strict=True)}
+
+    converted = [row_of(r) for r in rows]
     envelope_schema = parse_schema(table.envelope_schema)
     flat_schema = parse_schema(table.envelope_schema["fields"][0]["type"][1])
     source = {**tx.base, "schema": "public", "table": "bench"}
@@ -122,13 +128,9 @@ def main(argv: list[str] | None = None) -> None:
         for change in changes:
             using.records(change, tx)
 
-    def general(using: ChangeEncoder) -> None:
-        for change in changes:
-            using._general_records(change, tx)
-
     def convert() -> None:
         for r in rows:
-            table.row(r.kinds, r.values, None)
+            row_of(r)
 
     def write_all(schema: Any, data: list[Any]) -> None:
         buf = io.BytesIO()
@@ -155,11 +157,10 @@ def main(argv: list[str] | None = None) -> None:
         assert fast_envelope(datum) == buf.getvalue()
     lines = {
         "records": best_rate(n, args.repeat, lambda: records(encoder)),
-        "general": best_rate(n, args.repeat, lambda: general(encoder)),
         "convert": best_rate(n, args.repeat, convert),
         "envelope": best_rate(n, args.repeat, lambda: write_all(envelope_schema, envelopes)),
         "flat": best_rate(n, args.repeat, lambda: write_all(flat_schema, converted)),
-        "fastwriter": best_rate(n, args.repeat, lambda: list(map(fast_envelope, envelopes))),
+        "avro": best_rate(n, args.repeat, lambda: list(map(fast_envelope, envelopes))),
     }
     print(f"python {sys.version.split()[0]}, {n} rows, best of {args.repeat}, CPU time")
     print(f"one insert = key + value, {size} bytes framed")

@@ -21,6 +21,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from bridge.acks import AckTracker
 from bridge.config import Config
+from bridge.encoders import encoder_cache
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
@@ -30,9 +31,8 @@ from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.pipeline import Parts, Pipeline
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
+from bridge.registry import Registry
 from bridge.routing import Routing
-from bridge.schema.encoders import encoder_cache
-from bridge.schema.registry import Registry
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
 from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot import SnapshotManager

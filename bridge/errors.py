@@ -50,6 +50,25 @@ class ProtocolError(BridgeError):
         self.reason = reason
 
 
+class StreamSequenceError(ProtocolError):
+    """Well-formed replication messages in an order the protocol does not allow: a commit
+    without its begin, a row for a relation never described, a stream segment or prepared
+    transaction never started. Each message decoded; the stream as a whole cannot be
+    trusted, so the pipeline stops as for any ProtocolError."""
+
+    def __init__(self, message_type: str, reason: str) -> None:
+        BridgeError.__init__(
+            self,
+            f"replication message {message_type!r} out of sequence: {reason}",
+            hint="nothing past the last good transaction was acknowledged; restart the "
+            "bridge to replay from there, and report it with the plugin and server version "
+            "if it repeats",
+        )
+        self.message_type = message_type
+        self.offset = 0
+        self.reason = reason
+
+
 class SchemaError(BridgeError):
     """A relation cannot be mapped to Avro, or the registry refused a schema."""
 
@@ -62,3 +81,39 @@ class SlotLostError(SourceError):
     """Changes between two LSNs can no longer be streamed: the slot was invalidated,
     dropped, recreated, or is missing on the server now primary (an unsynchronised
     failover). Raised instead of resuming from a new slot, which would skip them silently."""
+
+
+class ValueConversionError(BridgeError):
+    """A column value that cannot be written as its Avro type.
+
+    Raised by the encoder for a value its converter cannot read (corrupt or unexpected
+    text or binary form), a value outside its Avro type (an xid8 above 2**63, a
+    numeric beyond its precision), or a NULL where the record key needs a value. The
+    message names table, column and PostgreSQL type; the change is not produced and
+    nothing past the last good transaction is acknowledged.
+    """
+
+    def __init__(
+        self,
+        table: str | None,
+        column: str | None,
+        pg_type: str,
+        value: object,
+        reason: object,
+    ) -> None:
+        where = ".".join(p for p in (table, column) if p) or "a column"
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        detail = f"{type(reason).__name__}: {reason}" if isinstance(reason, Exception) else reason
+        super().__init__(
+            f"{where} ({pg_type}): cannot encode the value {shown}: {detail}",
+            hint="the change was not produced and nothing after the last good transaction "
+            "was acknowledged; if PostgreSQL accepts this value, report it with the "
+            "table definition, or leave the column out with filters.exclude_columns",
+        )
+        self.table = table
+        self.column = column
+        self.pg_type = pg_type
+        self.value = value
+        self.reason = detail

@@ -22,8 +22,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from bridge.decode.messages import Relation
+from bridge.encode.records import TxSource
 from bridge.errors import DeliveryError
-from bridge.serialize import TxSource
 
 log: Final = logging.getLogger("bridge.oversized")
 

@@ -28,6 +28,7 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
+from bridge.encode.records import Record, TxSource
 from bridge.eos import KafkaTransactions
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -35,7 +36,6 @@ from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.produce import Producer, ProducerStoppedError
 from bridge.routing import Routing
-from bridge.serialize import Record, TxSource
 from bridge.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,

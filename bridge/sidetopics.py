@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, LogicalMessage
+from bridge.encode.records import framed_writer
+from bridge.registry import Registry, subject_name
 from bridge.schema.fixed import load_fixed
-from bridge.schema.registry import Registry, subject_name
-from bridge.serialize import framed_writer
 
 HEARTBEAT_PREFIX = "bridge-heartbeat"
 log = logging.getLogger("bridge.sidetopics")

@@ -21,6 +21,7 @@ from bridge import build
 from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.decode.messages import Begin, Column, Commit, Insert, Message, Relation, TupleData
+from bridge.encode.records import Record, TxSource
 from bridge.errors import DeliveryError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
@@ -29,7 +30,6 @@ from bridge.metrics import Metrics
 from bridge.pipeline import Parts, Pipeline
 from bridge.produce import Producer
 from bridge.routing import Routing
-from bridge.serialize import Record, TxSource
 from bridge.sidetopics import Heartbeat, MessageTopic, TransactionTopic
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream

@@ -63,7 +63,7 @@ from bridge.decode.messages import (
     TypeMessage,
     Update,
 )
-from bridge.errors import ProtocolError
+from bridge.errors import ProtocolError, StreamSequenceError
 from bridge.events.model import Event, LogicalMessageEvent
 from bridge.events.relations import CachedRelation, RelationCache, describe
 from bridge.events.spill import SpillBuffer, SpillPool
@@ -201,7 +201,7 @@ class EventAssembler:
     def _commit(self, msg: Commit, raw: bytes) -> Iterable[Event]:
         tx = self._tx
         if tx is None or self._sink is not None:
-            raise ProtocolError("C", 0, "Commit without a matching Begin")
+            raise StreamSequenceError("C", "Commit without a matching Begin")
         self._tx = None
         self.last_commit_end_lsn = msg.end_lsn
         end = tx.commit(msg.commit_lsn, msg.end_lsn, msg.commit_ts)
@@ -214,7 +214,7 @@ class EventAssembler:
             if not self._tx.started:
                 self._tx.origin = msg.name
         else:
-            raise ProtocolError("O", 0, "Origin outside a transaction")
+            raise StreamSequenceError("O", "Origin outside a transaction")
         return _NOTHING
 
     def _row(
@@ -226,7 +226,7 @@ class EventAssembler:
             return _NOTHING
         tx = self._tx
         if tx is None:
-            raise ProtocolError(type(msg).__name__, 0, "change outside a transaction")
+            raise StreamSequenceError(type(msg).__name__, "change outside a transaction")
         changes = tx.changes(msg, self._entry)
         return changes if tx.started else (tx.begin(), *changes)
 
@@ -266,19 +266,19 @@ class EventAssembler:
         pending = self._streams.get(xid)
         if pending is None:
             if not msg.first_segment:
-                raise ProtocolError(
-                    "S", 0, f"stream segment of transaction {xid} whose first segment never came"
+                raise StreamSequenceError(
+                    "S", f"stream segment of transaction {xid} whose first segment never came"
                 )
             pending = _Pending(self.pool.buffer(f"stream-{xid}", xid), xid, streamed=True)
             self._streams[xid] = pending
         elif msg.first_segment:
-            raise ProtocolError("S", 0, f"transaction {xid} started streaming twice")
+            raise StreamSequenceError("S", f"transaction {xid} started streaming twice")
         self._sink = pending
         return _NOTHING
 
     def _stream_stop(self, msg: StreamStop, raw: bytes) -> Iterable[Event]:
         if self._sink is None or not self._sink.streamed:
-            raise ProtocolError("E", 0, "Stream Stop outside a stream block")
+            raise StreamSequenceError("E", "Stream Stop outside a stream block")
         self._sink = None
         return _NOTHING
 
@@ -286,7 +286,9 @@ class EventAssembler:
         self._require_idle("c")
         pending = self._streams.pop(msg.xid, None)
         if pending is None:
-            raise ProtocolError("c", 0, f"Stream Commit of transaction {msg.xid}, never streamed")
+            raise StreamSequenceError(
+                "c", f"Stream Commit of transaction {msg.xid}, never streamed"
+            )
         return self._replay(pending, msg.xid, msg.commit_lsn, msg.end_lsn, msg.commit_ts)
 
     def _stream_abort(self, msg: StreamAbort, raw: bytes) -> Iterable[Event]:
@@ -304,7 +306,9 @@ class EventAssembler:
         self._require_idle("p")
         pending = self._streams.pop(msg.xid, None)
         if pending is None:
-            raise ProtocolError("p", 0, f"Stream Prepare of transaction {msg.xid}, never streamed")
+            raise StreamSequenceError(
+                "p", f"Stream Prepare of transaction {msg.xid}, never streamed"
+            )
         self._hold(pending, msg.gid, msg.prepare_lsn, "p")
         return _NOTHING
 
@@ -321,7 +325,7 @@ class EventAssembler:
     def _prepare(self, msg: Prepare, raw: bytes) -> Iterable[Event]:
         pending = self._sink
         if pending is None or pending.streamed or pending.gid != msg.gid:
-            raise ProtocolError("P", 0, f"Prepare of {msg.gid!r} without its Begin Prepare")
+            raise StreamSequenceError("P", f"Prepare of {msg.gid!r} without its Begin Prepare")
         self._sink = None
         self._hold(pending, msg.gid, msg.prepare_lsn, "P")
         return _NOTHING
@@ -330,9 +334,8 @@ class EventAssembler:
         self._require_idle("K")
         pending = self._prepared.pop(msg.gid, None)
         if pending is None:
-            raise ProtocolError(
+            raise StreamSequenceError(
                 "K",
-                0,
                 f"Commit Prepared of {msg.gid!r}, whose PREPARE was never received "
                 "(was a flush LSN at or past hold_lsn() acknowledged?)",
             )
@@ -347,7 +350,7 @@ class EventAssembler:
 
     def _hold(self, pending: _Pending, gid: str, prepare_lsn: int, message_type: str) -> None:
         if gid in self._prepared:
-            raise ProtocolError(message_type, 0, f"transaction {gid!r} prepared twice")
+            raise StreamSequenceError(message_type, f"transaction {gid!r} prepared twice")
         pending.gid = gid
         pending.prepare_lsn = prepare_lsn
         self._prepared[gid] = pending
@@ -356,8 +359,8 @@ class EventAssembler:
 
     def _require_idle(self, message_type: str) -> None:
         if self._tx is not None or self._sink is not None:
-            raise ProtocolError(
-                message_type, 0, "message inside an open transaction or stream block"
+            raise StreamSequenceError(
+                message_type, "message inside an open transaction or stream block"
             )
 
     def _replay(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from bridge.decode.messages import Relation, TypeMessage
-from bridge.errors import ProtocolError
+from bridge.errors import StreamSequenceError
 
 
 class CachedRelation(NamedTuple):
@@ -43,9 +43,8 @@ class RelationCache:
         try:
             return self._relations[relid]
         except KeyError:
-            raise ProtocolError(
+            raise StreamSequenceError(
                 message_type,
-                0,
                 f"row for relation id {relid}, which no Relation message has described",
             ) from None
 

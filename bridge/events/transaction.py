@@ -16,7 +16,7 @@ from bridge.decode.messages import (
     Update,
     new_tuple,
 )
-from bridge.errors import ProtocolError
+from bridge.errors import StreamSequenceError
 from bridge.events.model import (
     OP_CREATE,
     OP_DELETE,
@@ -93,8 +93,8 @@ class TxState:
             ordinal = self.ordinal
             self.ordinal = ordinal + 1
             return (Change(OP_MESSAGE, None, "", None, None, ordinal, (), 0, msg),)
-        raise ProtocolError(
-            type(msg).__name__, 0, "message cannot appear among a transaction's changes"
+        raise StreamSequenceError(
+            type(msg).__name__, "message cannot appear among a transaction's changes"
         )
 
     def _next(self, name: str) -> int:

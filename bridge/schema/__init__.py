@@ -1,4 +1,7 @@
-"""Relation -> Avro mapping: per-column PostgreSQL type codecs (see `pgtypes`)."""
+"""Relation -> Avro mapping: per-column PostgreSQL types and their wire shapes (see `pgtypes`).
+
+Pure mapping: nothing here converts values or imports anything above `bridge.schema`.
+"""
 
 from bridge.schema.avronames import fold_named_types
 from bridge.schema.catalog import (
@@ -14,8 +17,9 @@ from bridge.schema.pgtypes import (
     INTERVAL_SCHEMA,
     VARIABLE_DECIMAL_SCHEMA,
     CodecOptions,
-    ColumnCodec,
-    column_codec,
+    ColumnType,
+    Wire,
+    column_type,
 )
 
 __all__ = [
@@ -24,12 +28,13 @@ __all__ = [
     "INTERVAL_SCHEMA",
     "VARIABLE_DECIMAL_SCHEMA",
     "CodecOptions",
-    "ColumnCodec",
+    "ColumnType",
     "PgCatalog",
     "PgType",
     "StaticCatalog",
     "TypeCatalog",
-    "column_codec",
+    "Wire",
+    "column_type",
     "fold_named_types",
     "load_types",
 ]

@@ -1,7 +1,7 @@
-"""Relation metadata → Avro key, row and envelope schemas, plus the row converters.
+"""Relation metadata → Avro key, row and envelope schemas, and each column's type.
 
-Built once per relation version (every Relation message), so the per-row path only
-indexes precomputed converter tuples.
+Built once per relation version (every Relation message); `bridge.encode.plan` compiles
+the one encoder of that version from it.
 
 Naming rule (deterministic, documented in the README): every character outside
 `[A-Za-z0-9_]` becomes `_`, a leading digit gets a `_` prefix, and a name that
@@ -19,17 +19,16 @@ the kept column indexes are decided here, so the per-row cost does not grow.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
-from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Relation
-from bridge.errors import ProtocolError, SchemaError
+from bridge.decode.messages import Relation
+from bridge.errors import SchemaError
 from bridge.schema.avronames import fold_named_types
 from bridge.schema.catalog import TypeCatalog
 from bridge.schema.fixed import load_fixed
-from bridge.schema.pgtypes import CodecOptions, ColumnCodec, column_codec
+from bridge.schema.pgtypes import CodecOptions, ColumnType, column_type
 
-Converter = Callable[[bytes], Any]
 UNAVAILABLE: Final = "__bridge_unavailable_value"
 _INVALID: Final = re.compile(r"[^A-Za-z0-9_]")
 
@@ -69,12 +68,9 @@ def unique_names(names: Sequence[str]) -> list[str]:
 
 
 class TableCodec:
-    """Schemas and converters for one version of one table."""
+    """Schemas and column types for one version of one table."""
 
     __slots__ = (
-        "_plan",
-        "_width",
-        "codecs",
         "envelope_schema",
         "field_names",
         "kept",
@@ -86,6 +82,7 @@ class TableCodec:
         "placeholders",
         "relation",
         "row_name",
+        "types",
     )
 
     def __init__(
@@ -99,7 +96,6 @@ class TableCodec:
         exclude_columns: Iterable[re.Pattern[str]] = (),
     ) -> None:
         self.relation = relation
-        self._width = len(relation.columns)
         self.kept = self._kept_columns(relation, tuple(exclude_columns))
         self.key_index = self._key_columns(relation, details)
         self._check_key_kept()
@@ -112,14 +108,10 @@ class TableCodec:
         codecs = [
             self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
-        self.codecs = tuple(codecs)  # per kept column, for bridge.schema.rowwriter
+        self.types = tuple(codecs)  # per kept column, for bridge.encode.plan
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
-        self._plan: tuple[tuple[int, str, Converter, Converter | None], ...] = tuple(
-            (i, name, c.from_text, c.from_binary)
-            for i, name, c in zip(self.kept, names, codecs, strict=True)
-        )
         fields = [
             {
                 "name": name,
@@ -187,9 +179,9 @@ class TableCodec:
         catalog: TypeCatalog,
         details: TableDetails,
         options: CodecOptions,
-    ) -> ColumnCodec:
+    ) -> ColumnType:
         col = details.columns.get(name)
-        return column_codec(type_oid, typmod, catalog, options, col.ndims if col else 1)
+        return column_type(type_oid, typmod, catalog, options, col.ndims if col else 1)
 
     @staticmethod
     def _kept_columns(relation: Relation, exclude: tuple[re.Pattern[str], ...]) -> tuple[int, ...]:
@@ -223,52 +215,9 @@ class TableCodec:
             return ()  # FULL marks every column as key: no usable key
         return tuple(i for i, c in enumerate(relation.columns) if c.is_key)
 
-    def check_binary(self) -> None:
-        """Binary tuples need a binary converter for every kept column; say which one lacks it."""
-        for i, _, _, conv in self._plan:
-            if conv is None:
-                col = self.relation.columns[i]
-                raise SchemaError(
-                    f"{self.relation.namespace}.{self.relation.name}.{col.name}: type oid "
-                    f"{col.type_oid} has no binary decoder",
-                    hint="set source.binary: false (text mode handles every type)",
-                )
-
     def placeholder(self, field: str) -> Any:
         """Debezium-style stand-in for an unchanged TOASTed value, where the type allows one."""
         return self.placeholders.get(field)
-
-    def row(
-        self, kinds: bytes, values: tuple[bytes | None, ...], unchanged: list[str] | None
-    ) -> dict[str, Any]:
-        """Convert one TupleData; names of unchanged-TOAST columns go to `unchanged`."""
-        out: dict[str, Any] = {}
-        if len(kinds) != self._width:
-            raise ProtocolError(
-                "tuple",
-                0,
-                f"{len(kinds)} columns for {self.relation.namespace}.{self.relation.name}, "
-                f"whose Relation message has {self._width}",
-            )
-        for i, name, text, binary in self._plan:
-            kind = kinds[i]
-            if kind == KIND_TEXT:
-                out[name] = text(values[i])  # type: ignore[arg-type]
-            elif kind == KIND_BINARY:
-                if binary is None:
-                    self.check_binary()
-                else:
-                    out[name] = binary(values[i])  # type: ignore[arg-type]
-            elif kind == KIND_NULL:
-                out[name] = None
-            elif kind == KIND_UNCHANGED:
-                out[name] = None
-                if unchanged is not None:
-                    unchanged.append(name)
-        return out
-
-    def key(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {name: row[name] for name in self.key_names}
 
 
 def _placeholder(schema: Any) -> Any:

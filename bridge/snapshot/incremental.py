@@ -37,11 +37,11 @@ import psycopg
 
 from bridge.config import Config
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation
+from bridge.encode.records import Record, TxSource
+from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.events.model import OP_CREATE, OP_TRUNCATE, Change
 from bridge.routing import Routing
-from bridge.schema.encoders import EncoderCache
-from bridge.serialize import Record, TxSource
 from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.chunks import Bound, Chunk, chunk_query, max_key_query

@@ -16,7 +16,7 @@ from typing import Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
-from bridge.schema.encoders import EncoderCache
+from bridge.encoders import EncoderCache
 from bridge.snapshot import modes
 from bridge.snapshot.incremental import IncrementalSnapshotter
 from bridge.snapshot.initial import InitialSnapshot

@@ -20,11 +20,11 @@ from psycopg.adapt import Buffer, Loader
 from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, TupleData
+from bridge.encode.records import ChangeEncoder, Record, TxSource
+from bridge.encoders import encoder_cache
 from bridge.events.model import Change
+from bridge.registry import Registry
 from bridge.routing import Routing
-from bridge.schema.encoders import encoder_cache
-from bridge.schema.registry import Registry
-from bridge.serialize import ChangeEncoder, Record, TxSource
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
 from bridge.source import libpq

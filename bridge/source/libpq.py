@@ -19,7 +19,7 @@ from bridge.errors import SourceError
 
 SQLSTATE_OBJECT_IN_USE = "55006"
 
-# The text-format value parsers (bridge/schema/textvalues.py) read dates, intervals
+# The text-format value parsers (bridge/encode/textvalues.py) read dates, intervals
 # and floats in exactly these formats, and the walsender formats values with its
 # own session settings, so they are pinned on every connection rather than trusted
 # from the server, database or role defaults. They come after the user's options:

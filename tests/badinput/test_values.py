@@ -1,8 +1,8 @@
 """Seeded campaigns against every built-in type's value converters, alone and with the writer.
 
-The converters alone must raise nothing but ProtocolError. Followed by the
+The converters alone must raise nothing but ValueConversionError. Followed by the
 serializer's Avro writer (as in the pipeline), a corrupt value must end as
-ProtocolError or SchemaError, never as another exception, a hang or silently
+ValueConversionError or SchemaError, never as another exception, a hang or silently
 written out of its type's range. (This campaign found irregular array text
 escaping the parser and decimals beyond their precision reaching the writer.)
 """
@@ -13,8 +13,9 @@ from decimal import Decimal
 
 import pytest
 
-from bridge.errors import ProtocolError
-from bridge.schema import BUILTIN_TYPES, StaticCatalog, column_codec
+from bridge.encode.columns import column_codec
+from bridge.errors import ValueConversionError
+from bridge.schema import BUILTIN_TYPES, StaticCatalog
 from tests.badinput.harness import Recorder
 from tests.badinput.value_seeds import SEEDS
 from tests.badinput.values import WRITER_ERRORS, run_values, value_sides
@@ -35,7 +36,7 @@ def test_converters_survive_a_seeded_campaign() -> None:
     report = run_values(sides, 30_000, seed=20240603)
     assert not report.crashes, "\n".join(report.crash_lines())
     assert report.max_ns < MAX_CPU_NS_PER_INPUT, report.summary()
-    assert report.outcomes["returned"] and report.outcomes["ProtocolError"], report.summary()
+    assert report.outcomes["returned"] and report.outcomes["ValueConversionError"], report.summary()
     assert len(report.per_target) == len(sides)
 
 
@@ -60,7 +61,7 @@ def test_converted_values_survive_the_avro_writer() -> None:
     ],
 )
 def test_elements_and_subarrays_on_one_level_are_refused(oid: int, text: bytes, ndims: int) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ValueConversionError):
         column_codec(oid, -1, CATALOG, ndims=ndims).from_text(text)
 
 

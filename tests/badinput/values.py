@@ -7,7 +7,7 @@ multi-dimensional arrays). Inputs mutate real wire values of the same type
 (`value_seeds.SEEDS`), values of another type, or are random bytes.
 
 Each converted value then goes through the serializer's writer for its Avro type,
-as in the pipeline: the acceptable outcomes are Avro bytes, `ProtocolError` (the
+as in the pipeline: the acceptable outcomes are Avro bytes, `ValueConversionError` (the
 converter refused the bytes) or `SchemaError` (the value does not fit its Avro
 type, e.g. a corrupt date beyond int32 days).
 """
@@ -18,9 +18,10 @@ import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from bridge.errors import BridgeError, ProtocolError, SchemaError
-from bridge.schema import BUILTIN_TYPES, CodecOptions, ColumnCodec, StaticCatalog, column_codec
-from bridge.serialize import framed_writer
+from bridge.encode.columns import ColumnCodec, column_codec
+from bridge.encode.records import framed_writer
+from bridge.errors import BridgeError, SchemaError, ValueConversionError
+from bridge.schema import BUILTIN_TYPES, CodecOptions, StaticCatalog
 from tests.badinput.harness import Recorder, Report
 from tests.badinput.mutate import Mutator
 from tests.badinput.value_seeds import SEEDS
@@ -103,7 +104,7 @@ def value_sides(*, through_writer: bool) -> list[Side]:
     return sides
 
 
-WRITER_ERRORS = (ProtocolError, SchemaError)
+WRITER_ERRORS = (ValueConversionError, SchemaError)
 
 
 def run_values(
@@ -111,7 +112,7 @@ def run_values(
     inputs: int,
     seed: int,
     hang_limit_s: float = 2.0,
-    accepted: tuple[type[BridgeError], ...] = (ProtocolError,),
+    accepted: tuple[type[BridgeError], ...] = (ValueConversionError,),
 ) -> Report:
     """Round robin over `sides`: 75% own seeds mutated, 10% another type's, 15% random.
 

@@ -16,17 +16,18 @@ from waiting import wait_for
 
 from bridge.config import Config
 from bridge.decode.messages import Relation, TupleData
+from bridge.encoders import load_table_details
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, Event, TxBegin, TxCommit
 from bridge.lsn import LSN
 from bridge.plugins import Plugin, open_plugin
 from bridge.schema.catalog import PgCatalog
-from bridge.schema.encoders import load_table_details
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import TableCodec
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
+from tests.encode.oracle import Oracle
 
 Open = Callable[..., "LiveSource"]
 """The `open_source` fixtures: a LiveSource with these `source` settings, closed after the test."""
@@ -119,11 +120,15 @@ class LiveSource:
             self._codecs[relation] = codec
         return codec
 
-    def row(self, change: Change, which: str = "new") -> dict[str, Any]:
+    def row(
+        self, change: Change, which: str = "new", unchanged: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The tuple's values as the encoder's converters read them; the names of
+        unchanged TOASTed columns go to `unchanged`."""
         assert change.relation is not None
         data = change.new if which == "new" else change.old
         assert data is not None, f"{change.op} change has no {which} tuple"
-        return self.codec(change.relation).row(data.kinds, data.values, None)
+        return Oracle(self.codec(change.relation), None, 0).row(data, unchanged)
 
 
 def changes(events: list[Event]) -> list[Change]:

@@ -169,7 +169,7 @@ def test_unchanged_toast_is_marked_not_sent(
     assert untouched.new.values[1] is None
     unchanged: list[str] = []
     assert untouched.relation is not None
-    row = live.codec(untouched.relation).row(untouched.new.kinds, untouched.new.values, unchanged)
+    row = live.row(untouched, unchanged=unchanged)
     assert row == {"id": 1, "body": None, "n": 1} and unchanged == ["body"]
     (rewritten,) = one_transaction(live.collect())
     assert live.row(rewritten) == {"id": 1, "body": "short", "n": 1}

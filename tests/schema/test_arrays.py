@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.schema.arrays import binary_array_parser, reshape, text_array_parser
-from bridge.schema.binvalues import parse_utf8
-from bridge.schema.textvalues import identity
+from bridge.encode.arrays import binary_array_parser, reshape, text_array_parser
+from bridge.encode.binvalues import parse_utf8
+from bridge.encode.textvalues import identity
 
 _SPECIAL = set('"\\{}') | set(" \t\n\r\v\f")
 

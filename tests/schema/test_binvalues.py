@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from bridge.schema import DEFAULT_OPTIONS, CodecOptions, StaticCatalog, column_codec
-from bridge.schema.binvalues import numeric_fields
+from bridge.encode.binvalues import numeric_fields
+from bridge.encode.columns import column_codec
+from bridge.schema import DEFAULT_OPTIONS, CodecOptions, StaticCatalog
 
 from .helpers import Conn, canon, fetch_column, text_array_literal
 

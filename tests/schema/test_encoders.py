@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.schema.encoders import load_table_details
+from bridge.encoders import load_table_details
 from bridge.schema.table import ColumnDetails, TableDetails
 
 from .helpers import Conn

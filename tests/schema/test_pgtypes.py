@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from bridge.schema import CodecOptions, ColumnCodec, PgCatalog, column_codec
+from bridge.encode.columns import ColumnCodec, column_codec
+from bridge.schema import CodecOptions, PgCatalog
 
 from .helpers import Conn, avro_check, canon, fetch_raw
 

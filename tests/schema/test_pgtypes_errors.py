@@ -1,4 +1,4 @@
-"""Malformed value bytes: every converter either returns a value or raises ProtocolError."""
+"""Malformed value bytes: every converter either returns a value or raises ValueConversionError."""
 
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.errors import ConfigError, ProtocolError
-from bridge.schema import (
-    BUILTIN_TYPES,
-    CodecOptions,
-    ColumnCodec,
-    PgType,
-    StaticCatalog,
-    column_codec,
-)
+from bridge.encode.columns import ColumnCodec, column_codec
+from bridge.errors import ConfigError, ValueConversionError
+from bridge.schema import BUILTIN_TYPES, CodecOptions, PgType, StaticCatalog
 
 EXTRA = [
     PgType(90001, "citext", "public"),
@@ -61,7 +55,7 @@ def test_random_bytes_never_escape_as_other_errors(codec: ColumnCodec, data: byt
     for convert in (codec.from_text, codec.from_binary):
         if convert is None:
             continue
-        with contextlib.suppress(ProtocolError):
+        with contextlib.suppress(ValueConversionError):
             convert(data)
 
 
@@ -99,10 +93,11 @@ def test_random_bytes_never_escape_as_other_errors(codec: ColumnCodec, data: byt
 def test_malformed_binary_names_type_and_reason(oid: int, data: bytes, reason: str) -> None:
     codec = column_codec(oid, -1, CATALOG)
     assert codec.from_binary is not None
-    with pytest.raises(ProtocolError) as caught:
+    with pytest.raises(ValueConversionError) as caught:
         codec.from_binary(data)
-    assert caught.value.message_type == "value"
-    assert caught.value.reason.startswith(reason.replace(": error", ":"))
+    assert caught.value.value == data
+    named = f"{caught.value.pg_type}: {caught.value.reason}"
+    assert named.startswith(reason.replace(": error", ":"))
 
 
 @pytest.mark.parametrize(
@@ -117,8 +112,8 @@ def test_malformed_binary_names_type_and_reason(oid: int, data: bytes, reason: s
         (25, b"\xc3"),
     ],
 )
-def test_malformed_text_is_protocol_error(oid: int, text: bytes) -> None:
-    with pytest.raises(ProtocolError, match=BUILTIN_TYPES[oid].name):
+def test_malformed_text_is_a_value_error(oid: int, text: bytes) -> None:
+    with pytest.raises(ValueConversionError, match=BUILTIN_TYPES[oid].name):
         column_codec(oid, -1, CATALOG).from_text(text)
 
 

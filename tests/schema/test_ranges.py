@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.schema.binvalues import parse_utf8
-from bridge.schema.ranges import (
+from bridge.encode.binvalues import parse_utf8
+from bridge.encode.ranges import (
     bound_escape,
     map_multirange_text,
     map_range_text,

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from bridge.schema import render as rd
+from bridge.encode import render as rd
 
 from .helpers import Conn, fetch_column, text_array_literal
 

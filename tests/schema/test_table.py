@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import re
+from typing import Any
 
 import fastavro
 import pytest
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column
 from bridge.decode.messages import Relation as Rel
+from bridge.encode.plan import RowPlan, Toast, check_binary
 from bridge.errors import ProtocolError, SchemaError
 from bridge.schema import DEFAULT_OPTIONS, CodecOptions, StaticCatalog
 from bridge.schema.catalog import PgType
@@ -29,6 +32,26 @@ def rel(
         for name, oid in columns
     )
     return Rel(None, 16384, "public", "items", identity, cols)
+
+
+def encoded(
+    table: TableCodec,
+    kinds: bytes,
+    values: tuple[bytes | None, ...],
+    unchanged: list[str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(row, key) as the encoder writes them, read back with fastavro; the names of
+    unchanged TOASTed columns go to `unchanged`."""
+    toast = None if unchanged is None else Toast(None, placeholders=False)
+    key, body = RowPlan(table).write(kinds, values, toast)
+    if toast is not None and unchanged is not None:
+        unchanged += toast.unchanged
+    row_schema = fastavro.parse_schema(table.envelope_schema["fields"][0]["type"][1])
+    row: Any = fastavro.schemaless_reader(io.BytesIO(body), row_schema, None)
+    if table.key_schema is None:
+        return row, None
+    key_schema = fastavro.parse_schema(table.key_schema)
+    return row, fastavro.schemaless_reader(io.BytesIO(key), key_schema, None)  # type: ignore[return-value]
 
 
 def codec(
@@ -64,29 +87,30 @@ def test_a_nan_numeric_key_fits_the_key_schema() -> None:
     assert table.key_schema is not None
     (field,) = table.key_schema["fields"]
     assert field["type"][0] == "null"
-    row = table.row(bytes([KIND_TEXT, KIND_NULL]), (b"NaN", None), None)
+    _row, key = encoded(table, bytes([KIND_TEXT, KIND_NULL]), (b"NaN", None))
     parsed = fastavro.parse_schema(table.key_schema)
-    assert fastavro.validate(table.key(row), parsed, raise_errors=False)
+    assert key == {"id": None}
+    assert fastavro.validate(key, parsed, raise_errors=False)
 
 
 def test_row_conversion_kinds() -> None:
     table = codec(rel(("id", 23), ("body", 25), ("n", 23)))
     unchanged: list[str] = []
     kinds = bytes([KIND_BINARY, KIND_UNCHANGED, KIND_NULL])
-    row = table.row(kinds, (b"\x00\x00\x00\x07", None, None), unchanged)
+    row, _key = encoded(table, kinds, (b"\x00\x00\x00\x07", None, None), unchanged)
     assert row == {"id": 7, "body": None, "n": None}
     assert unchanged == ["body"]
     with pytest.raises(ProtocolError, match=r"2 columns for public\.items"):
-        table.row(bytes([KIND_TEXT, KIND_TEXT]), (b"1", b"x"), None)
+        encoded(table, bytes([KIND_TEXT, KIND_TEXT]), (b"1", b"x"))
 
 
 def test_binary_mode_names_the_column_without_a_binary_decoder() -> None:
     table = codec(rel(("id", 23), ("doc", OPAQUE.oid)))
     with pytest.raises(SchemaError, match=r"public\.items\.doc: type oid 90001"):
-        table.check_binary()
+        check_binary(table)
     with pytest.raises(SchemaError, match=r"source\.binary: false"):
-        table.row(bytes([KIND_TEXT, KIND_BINARY]), (b"1", b"\x00"), None)
-    assert table.row(bytes([KIND_TEXT, KIND_TEXT]), (b"1", b"'a'"), None)["doc"] == "'a'"
+        encoded(table, bytes([KIND_TEXT, KIND_BINARY]), (b"1", b"\x00"))
+    assert encoded(table, bytes([KIND_TEXT, KIND_TEXT]), (b"1", b"'a'"))[0]["doc"] == "'a'"
 
 
 def test_placeholders_only_where_the_type_allows_one() -> None:
@@ -123,12 +147,12 @@ def test_excluded_columns_leave_the_row_schema_and_the_rows() -> None:
     assert [f["name"] for f in row_schema["fields"]] == ["id", "n"]
     kinds = bytes([KIND_TEXT, KIND_TEXT, KIND_UNCHANGED, KIND_BINARY])
     unchanged: list[str] = []
-    row = table.row(kinds, (b"7", b"hidden", None, b"\x00"), unchanged)
+    row, key = encoded(table, kinds, (b"7", b"hidden", None, b"\x00"), unchanged)
     assert row == {"id": 7, "n": None} and unchanged == ["n"]
-    assert table.key(row) == {"id": 7}
-    table.check_binary()  # the excluded column's missing binary decoder does not matter
+    assert key == {"id": 7}
+    check_binary(table)  # the excluded column's missing binary decoder does not matter
     with pytest.raises(ProtocolError, match="whose Relation message has 4"):
-        table.row(bytes([KIND_TEXT, KIND_TEXT]), (b"7", b"x"), None)
+        encoded(table, bytes([KIND_TEXT, KIND_TEXT]), (b"7", b"x"))
     fastavro.parse_schema(table.envelope_schema)
 
 
@@ -136,8 +160,8 @@ def test_exclusion_is_a_full_match_and_renaming_follows_the_kept_columns() -> No
     relation = rel(("a b", 23), ("a_b", 23), ("id", 23), key=("id",))
     table = excluding(relation, r"public\.items\.a b", r"items\.id", r"public\.items\.i")
     assert table.field_names == ("a_b", "id")  # no `_2`: the colliding column is gone
-    row = table.row(bytes([KIND_TEXT, KIND_TEXT, KIND_TEXT]), (b"1", b"2", b"3"), None)
-    assert row == {"a_b": 2, "id": 3} and table.key(row) == {"id": 3}
+    row, key = encoded(table, bytes([KIND_TEXT, KIND_TEXT, KIND_TEXT]), (b"1", b"2", b"3"))
+    assert row == {"a_b": 2, "id": 3} and key == {"id": 3}
     assert table.key_index == (2,)
 
 

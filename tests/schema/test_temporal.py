@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.schema import temporal as t
+from bridge.encode import temporal as t
 
 EPOCH = dt.date(1970, 1, 1)
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.schema import binvalues as bv
-from bridge.schema import textvalues as tv
-from bridge.schema.temporal import PG_EPOCH_US, format_offset, format_time, format_timestamp
+from bridge.encode import binvalues as bv
+from bridge.encode import textvalues as tv
+from bridge.encode.temporal import PG_EPOCH_US, format_offset, format_time, format_timestamp
 
 
 def hstore_text(pairs: dict[str, str | None]) -> str:

@@ -22,12 +22,12 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
+from bridge.encode.records import Record, TxSource
+from bridge.encoders import EncoderCache
 from bridge.events.model import Change
+from bridge.registry import Registry
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
-from bridge.schema.encoders import EncoderCache
-from bridge.schema.registry import Registry
 from bridge.schema.table import ColumnDetails, TableDetails
-from bridge.serialize import Record, TxSource
 
 UNCHANGED = object()  # an unchanged TOASTed value: not sent by PostgreSQL
 Row = Mapping[str, Any]  # column -> PostgreSQL text (str), None (NULL) or UNCHANGED

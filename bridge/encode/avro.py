@@ -69,6 +69,13 @@ def _zigzag_bytes(n: int) -> bytes:
     return bytes(out)
 
 
+def decimal_bytes(unscaled: int) -> bytes:
+    """An Avro decimal's bytes: big-endian two's complement of the unscaled value, one byte
+    per started 8 bits of its magnitude plus a sign bit, as fastavro and Debezium size it
+    (not always the minimum: -128 takes two bytes). The one decimal sizing of the bridge."""
+    return unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)
+
+
 def write_long(out: bytearray, value: int) -> None:
     out += long_bytes(value)
 
@@ -122,8 +129,7 @@ def _decimal_writer(precision: int, scale: int) -> Writer:
         if len(digits) + delta > precision:  # checked before 10**delta: 1e999999999 is cheap
             raise ValueError(f"{value} has more than {precision} digits at scale {scale}")
         unscaled = int("".join(map(str, digits))) * 10**delta
-        size = (unscaled.bit_length() + 8) // 8  # fastavro's size, not always the minimum
-        _write_bytes(out, (-unscaled if sign else unscaled).to_bytes(size, "big", signed=True))
+        _write_bytes(out, decimal_bytes(-unscaled if sign else unscaled))
 
     return write
 

@@ -13,11 +13,12 @@ from typing import Any, Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
+from bridge.encode.plan import check_binary
+from bridge.encode.records import ChangeEncoder, ToastMode
+from bridge.registry import Registry, subject_name
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
-from bridge.schema.registry import Registry, subject_name
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, ToastMode
 
 _DETAILS_SQL: Final = """
 SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)
@@ -84,7 +85,7 @@ class EncoderCache:
             exclude_columns=self._exclude_columns,
         )
         if self._binary:
-            table.check_binary()
+            check_binary(table)
         topic = self._topic_for(relation)
         label = f"{relation.namespace}.{relation.name}"
         strategy = self._registry.strategy

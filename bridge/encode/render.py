@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable
 from decimal import Decimal
 
-from bridge.schema import binvalues as bv
-from bridge.schema.temporal import (
+from bridge.encode import binvalues as bv
+from bridge.encode.temporal import (
     format_date,
     format_offset,
     format_time,

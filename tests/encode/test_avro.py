@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bridge.decode.messages import Column, Relation
+from bridge.encode.avro import compile_writer, write_long
 from bridge.errors import SchemaError
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.catalog import PgType
-from bridge.schema.fastwriter import compile_writer, write_long
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
 
 HSTORE = PgType(90001, "hstore", "public")

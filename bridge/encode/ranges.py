@@ -12,8 +12,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from bridge.schema.temporal import PG_EPOCH_US, format_timestamp
-from bridge.schema.textvalues import timestamptz_us
+from bridge.encode.temporal import PG_EPOCH_US, format_timestamp
+from bridge.encode.textvalues import timestamptz_us
 
 _I32 = struct.Struct(">i")
 _EMPTY, _LB_INC, _UB_INC, _LB_INF, _UB_INF = 0x01, 0x02, 0x04, 0x08, 0x10

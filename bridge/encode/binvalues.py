@@ -2,7 +2,7 @@
 
 Every parser yields exactly what the matching `textvalues` parser yields for the
 same datum. Lengths are checked by the fixed-size struct formats (struct.error on
-a short or long buffer); `pgtypes` maps such errors to ProtocolError.
+a short or long buffer); the encoder maps such errors to ValueConversionError.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import struct
 from decimal import Decimal
 from typing import Any, Final
 
-from bridge.schema.temporal import (
+from bridge.encode.avro import decimal_bytes
+from bridge.encode.temporal import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -20,11 +21,7 @@ from bridge.schema.temporal import (
     PG_EPOCH_US,
     clamp_us,
 )
-from bridge.schema.textvalues import (
-    INTERVAL_INFINITY,
-    INTERVAL_MINUS_INFINITY,
-    unscaled_bytes,
-)
+from bridge.encode.textvalues import INTERVAL_INFINITY, INTERVAL_MINUS_INFINITY
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
@@ -182,7 +179,7 @@ def parse_variable_decimal(data: bytes) -> dict[str, Any] | None:
     if isinstance(fields, str):
         return None
     unscaled, scale = fields
-    return {"scale": scale, "value": unscaled_bytes(unscaled)}
+    return {"scale": scale, "value": decimal_bytes(unscaled)}
 
 
 def parse_hstore(data: bytes) -> dict[str, str | None]:

@@ -1,4 +1,9 @@
-"""The fused row writer against the general path, byte for byte (pure unit tests)."""
+"""The one encoder against fastavro on the registered schemas, byte for byte (pure unit tests).
+
+Every record (key and value, every Debezium shape, unchanged TOAST in both modes, text
+and binary tuples) is compared with `tests.encode.oracle`, which writes the same change
+with fastavro; where the oracle raises, the encoder must raise a typed error.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import struct
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import fastavro
 import pytest
@@ -24,12 +29,14 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
-from bridge.errors import BridgeError, ProtocolError
+from bridge.encode.binvalues import numeric_text
+from bridge.encode.plan import RowPlan
+from bridge.encode.records import ChangeEncoder, TxSource
+from bridge.errors import BridgeError, ProtocolError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
-from bridge.schema.rowwriter import compile_row_writer
 from bridge.schema.table import TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, Record, TxSource
+from tests.encode.oracle import Oracle
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 
@@ -71,6 +78,63 @@ COLUMNS: list[tuple[str, int, int, st.SearchStrategy[str]]] = [
     ("nums", 1007, -1, st.lists(st.integers(-(2**31), 2**31 - 1)).map(pg_array)),
     ("xid", 5069, -1, st.integers(0, 2**64 - 1).map(str)),
 ]
+
+
+def numeric_binary(unscaled: int, dscale: int) -> bytes:
+    """numeric_send of unscaled * 10**-dscale: base-10000 digits around the point."""
+    groups = (dscale + 3) // 4
+    rest = abs(unscaled) * 10 ** (groups * 4 - dscale)
+    digits: list[int] = []
+    while rest:
+        digits.insert(0, rest % 10_000)
+        rest //= 10_000
+    weight = len(digits) - groups - 1
+    while digits and digits[-1] == 0:
+        digits.pop()
+    sign = 0x4000 if unscaled < 0 else 0
+    head = struct.pack(">hhHh", len(digits), weight if digits else 0, sign, dscale)
+    return head + struct.pack(f">{len(digits)}h", *digits)
+
+
+def int4_array_binary(items: list[int]) -> bytes:
+    if not items:
+        return struct.pack(">iiI", 0, 0, 23)
+    head = struct.pack(">iiIii", 1, 0, 23, len(items), 1)
+    return head + b"".join(struct.pack(">ii", 4, item) for item in items)
+
+
+_PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
+_NUMERIC_NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)
+# The same columns' binary (send) forms, by column name.
+BINARY: dict[str, st.SearchStrategy[bytes]] = {
+    "id": st.integers(-(2**31), 2**31 - 1).map(struct.Struct(">i").pack),
+    "small": st.integers(-(2**15), 2**15 - 1).map(struct.Struct(">h").pack),
+    "big": st.integers(-(2**63), 2**63 - 1).map(struct.Struct(">q").pack),
+    "label": _TEXT.map(str.encode),
+    "name": _TEXT.map(str.encode),
+    "amount": st.one_of(
+        st.integers(-(10**13), 10**13).map(lambda n: numeric_binary(n, 2)),  # some too big
+        st.integers(-10, 10).map(lambda n: numeric_binary(n, 1)),
+        st.just(_NUMERIC_NAN),
+    ),
+    "flag": st.sampled_from([b"\x01", b"\x00"]),
+    "ref": st.uuids().map(lambda u: u.bytes),
+    "doc": _TEXT.map(lambda t: b"\x01" + t.encode()),
+    "ratio": st.floats().map(struct.Struct(">d").pack),
+    "day": st.one_of(
+        st.dates(datetime.date(1, 1, 1)).map(lambda d: (d - _PG_EPOCH.date()).days),
+        st.sampled_from([2**31 - 1, -(2**31)]),
+    ).map(struct.Struct(">i").pack),
+    "at": st.one_of(
+        st.datetimes(timezones=st.just(datetime.UTC)).map(
+            lambda d: (d - _PG_EPOCH) // datetime.timedelta(microseconds=1)
+        ),
+        st.sampled_from([2**63 - 1, -(2**63)]),
+    ).map(struct.Struct(">q").pack),
+    "raw": st.binary(),
+    "nums": st.lists(st.integers(-(2**31), 2**31 - 1)).map(int4_array_binary),
+    "xid": st.integers(0, 2**64 - 1).map(struct.Struct(">Q").pack),
+}
 RELATION = Relation(
     None,
     16384,
@@ -85,20 +149,38 @@ TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
 
 @pytest.fixture(autouse=True)
 def frozen_clock() -> Iterator[None]:
-    """Both paths stamp ts_ms from the clock: freeze it so their bytes can be compared."""
+    """The encoder stamps ts_ms from the clock: freeze it so its bytes can be compared."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("bridge.serialize.time.time_ns", lambda: 1_700_000_000_123_456_789)
+        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
         yield
 
 
-def both(encoder: ChangeEncoder, change: Change) -> tuple[list[Record] | None, Any]:
-    """(fast path output or None, general path output or the exception it raised)."""
-    fast = encoder._fast_records(change, TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9"))
+def both(encoder: ChangeEncoder, change: Change) -> tuple[Any, Any]:
+    """(the encoder's records or the typed error it raised, fastavro's records or the
+    exception the oracle raised); each side on a fresh transaction."""
     try:
-        general: Any = encoder._general_records(change, TX)
+        got: Any = encoder.records(change, TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9"))
     except BridgeError as exc:
-        general = exc
-    return fast, general
+        got = exc
+    oracle = Oracle(
+        encoder.table,
+        7,
+        8,
+        toast_mode=encoder.toast_mode,
+        tombstones=encoder.tombstones,
+    )
+    try:
+        want: Any = oracle.records(change, TX)
+    except (BridgeError, ValueError, TypeError, KeyError, OverflowError) as exc:
+        want = exc
+    return got, want
+
+
+def agree(got: Any, want: Any) -> bool:
+    """Same records, or both refused the change (the encoder with a typed error)."""
+    if isinstance(want, Exception):
+        return isinstance(got, BridgeError)
+    return bool(got == want)
 
 
 cell = st.one_of(st.none(), st.just("unchanged"), st.just("value"))
@@ -107,11 +189,17 @@ plain_cell = st.one_of(st.none(), st.just("value"), st.just("value"))  # no unch
 
 @st.composite
 def tuples(
-    draw: st.DrawFn, *, key_present: bool = False, toast: bool = True, full: bool = False
+    draw: st.DrawFn,
+    *,
+    key_present: bool = False,
+    toast: bool = True,
+    full: bool = False,
+    binary: bool = False,
 ) -> TupleData:
+    """Text tuples, or with `binary` the binary (send) forms, as pgoutput sends them."""
     kinds = bytearray()
     values: list[bytes | None] = []
-    for n, (_, _, _, text) in enumerate(COLUMNS):
+    for n, (name, _, _, text) in enumerate(COLUMNS):
         present = full or (key_present and n == 0)
         what = "value" if present else draw(cell if toast else plain_cell)
         if what is None:
@@ -120,10 +208,16 @@ def tuples(
         elif what == "unchanged":
             kinds.append(KIND_UNCHANGED)
             values.append(None)
+        elif binary:
+            kinds.append(KIND_BINARY)
+            values.append(draw(BINARY[name]))
         else:
             kinds.append(KIND_TEXT)
             values.append(draw(text).encode())
     return TupleData(bytes(kinds), tuple(values))
+
+
+wire_tuples = st.booleans().flatmap(lambda binary: tuples(binary=binary))
 
 
 def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = "") -> Change:
@@ -132,36 +226,44 @@ def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = ""
 
 @settings(max_examples=400, deadline=None)
 @given(
-    op=st.sampled_from(["c", "u", "d", "r"]),
-    new=tuples(),
-    old=st.one_of(st.none(), tuples()),
+    op=st.sampled_from(["c", "u", "d", "r", "t"]),
+    new=wire_tuples,
+    old=st.one_of(st.none(), wire_tuples),
     old_kind=st.sampled_from(["K", "O"]),
     tombstones=st.booleans(),
+    toast_mode=st.sampled_from(["list", "placeholder"]),
 )
-def test_fast_path_equals_general_path(
-    op: str, new: TupleData, old: TupleData | None, old_kind: str, tombstones: bool
+def test_encoder_equals_fastavro(
+    op: str,
+    new: TupleData,
+    old: TupleData | None,
+    old_kind: str,
+    tombstones: bool,
+    toast_mode: Literal["list", "placeholder"],
 ) -> None:
-    encoder = ChangeEncoder(TABLE, 7, 8, tombstones=tombstones)
+    encoder = ChangeEncoder(TABLE, 7, 8, tombstones=tombstones, toast_mode=toast_mode)
     if op in ("c", "r"):  # "r": a snapshot read
         c = change(op, None, new)
     elif op == "u":
         c = change("u", old, new, old_kind if old else "")
+    elif op == "t":
+        c = change("t", None, None)
     else:
         c = change("d", old or new, None, old_kind)
-    fast, general = both(encoder, c)
-    if fast is not None:
-        assert fast == general
+    got, want = both(encoder, c)
+    assert agree(got, want), (got, want)
 
 
 @settings(max_examples=200, deadline=None)
 @given(new=st.one_of(tuples(key_present=True), tuples(key_present=True, toast=False)))
-def test_fast_path_taken_for_ordinary_rows(new: TupleData) -> None:
-    """Every insert without an unchanged TOASTed value and with values that fit takes it."""
-    fast, general = both(ChangeEncoder(TABLE, 7, 8), change("c", None, new))
-    if KIND_UNCHANGED in new.kinds or not fits(new):
-        assert fast is None
+def test_ordinary_rows_are_encoded(new: TupleData) -> None:
+    """Every insert with values that fit is encoded, unchanged TOASTed values included;
+    the others are refused with the value error."""
+    got, want = both(ChangeEncoder(TABLE, 7, 8), change("c", None, new))
+    if not fits(new):
+        assert isinstance(got, ValueConversionError)
     else:
-        assert fast is not None and fast == general
+        assert got == want
 
 
 # Every column that can be part of a key is one, so each shape's key branch is exercised.
@@ -175,27 +277,38 @@ KEYED = TableCodec(
 
 
 @settings(max_examples=300, deadline=None)
-@given(op=st.sampled_from(["c", "u", "d"]), row=st.one_of(tuples(full=True), tuples()))
-def test_fast_path_with_every_column_in_the_key(op: str, row: TupleData) -> None:
+@given(
+    op=st.sampled_from(["c", "u", "d"]),
+    row=st.one_of(tuples(full=True), tuples(), tuples(full=True, binary=True)),
+)
+def test_every_column_in_the_key(op: str, row: TupleData) -> None:
     encoder = ChangeEncoder(KEYED, 7, 8)
     c = change("d", row, None, "K") if op == "d" else change(op, None, row)
-    fast, general = both(encoder, c)
-    if fast is not None:
-        assert fast == general
-    elif KIND_NULL not in row.kinds and KIND_UNCHANGED not in row.kinds and fits(row):
-        raise AssertionError("a full row of values that fit must take the fast path")
+    got, want = both(encoder, c)
+    assert agree(got, want), (got, want)
+    if KIND_NULL not in row.kinds and KIND_UNCHANGED not in row.kinds and fits(row):
+        assert got == want, "a full row of values that fit must be encoded"
 
 
 def fits(row: TupleData) -> bool:
-    """xid8 within an Avro long; amount finite and within numeric(12,2)."""
+    """xid8 within an Avro long; amount within numeric(12,2) or NaN/±Infinity (NULL)."""
     names = [name for name, *_ in COLUMNS]
-    xid, amount = row.values[names.index("xid")], row.values[names.index("amount")]
+    at_xid, at_amount = names.index("xid"), names.index("amount")
+    xid, amount = row.values[at_xid], row.values[at_amount]
+    if row.kinds[at_xid] == KIND_BINARY:
+        assert xid is not None
+        xid = str(struct.unpack(">Q", xid)[0]).encode()
+    if row.kinds[at_amount] == KIND_BINARY:
+        assert amount is not None
+        amount = numeric_text(amount).encode()
     if xid is not None and int(xid) >= 2**63:
         return False
-    return amount is None or (amount[-1:].isdigit() and abs(Decimal(amount.decode())) < 10**10)
+    if amount is None or not amount[-1:].isdigit():
+        return True
+    return abs(Decimal(amount.decode())) < 10**10
 
 
-def test_unchanged_toast_null_key_and_bad_utf8_take_the_general_path() -> None:
+def test_unchanged_toast_is_encoded_null_key_and_bad_utf8_are_value_errors() -> None:
     encoder = ChangeEncoder(TABLE, 7, 8)
     width = len(COLUMNS)
     unchanged = TupleData(
@@ -206,11 +319,13 @@ def test_unchanged_toast_null_key_and_bad_utf8_take_the_general_path() -> None:
         bytes([KIND_TEXT, KIND_NULL, KIND_NULL, KIND_TEXT] + [KIND_NULL] * (width - 4)),
         (b"1", None, None, b"\xff\xfe") + (None,) * (width - 4),
     )
-    for tup in (unchanged, null_key, bad_text):
-        fast, _general = both(encoder, change("c", None, tup))
-        assert fast is None
-    assert isinstance(both(encoder, change("c", None, null_key))[1], BridgeError)
-    assert isinstance(both(encoder, change("c", None, bad_text))[1], BridgeError)
+    got, want = both(encoder, change("c", None, unchanged))
+    assert got == want
+    for tup, column in ((null_key, "id"), (bad_text, "label")):
+        got, want = both(encoder, change("c", None, tup))
+        assert isinstance(want, Exception)
+        assert isinstance(got, ValueConversionError)
+        assert (got.table, got.column) == ("public.wide", column)
 
 
 def test_column_count_mismatch_is_the_protocol_error() -> None:
@@ -243,13 +358,10 @@ def test_composite_key_follows_primary_key_order_not_column_order() -> None:
         0,
         None,
     )
-    fast, general = both(encoder, c)
-    assert fast is not None and fast == general
-    assert [value is None for _, value in fast] == [False, True, False]  # key changed
-    plan = compile_row_writer(table)
-    assert plan is not None
-    bodies = plan.write(new.kinds, new.values)
-    assert bodies is not None
+    got, want = both(encoder, c)
+    assert got == want
+    assert [value is None for _, value in got] == [False, True, False]  # key changed
+    bodies = RowPlan(table).write(new.kinds, new.values)
     assert bodies[0] == b"\xd8\x04" + b"\x06x\xc3\xa9"  # b=300 then a="xé"
 
 
@@ -278,8 +390,8 @@ def test_binary_tuples() -> None:
         struct.pack(">hhhh", 1, 0, 0, 2) + struct.pack(">h", 42),
     )
     new = TupleData(bytes([KIND_BINARY] * 5), values)
-    fast, general = both(ChangeEncoder(table, 7, 8), change_of(relation, new))
-    assert fast is not None and fast == general
+    got, want = both(ChangeEncoder(table, 7, 8), change_of(relation, new))
+    assert got == want
 
 
 def change_of(relation: Relation, new: TupleData) -> Change:
@@ -310,5 +422,5 @@ def test_date_in_the_key_and_the_row(day: datetime.date, n: int, nullable_other:
     other = None if nullable_other else str(day).encode()
     kinds = bytes([KIND_TEXT, KIND_TEXT, KIND_NULL if other is None else KIND_TEXT])
     new = TupleData(kinds, (str(day).encode(), str(n).encode(), other))
-    fast, general = both(encoder, Change("c", relation, "", None, new, 0, (relation,), 0, None))
-    assert fast is not None and fast == general
+    got, want = both(encoder, Change("c", relation, "", None, new, 0, (relation,), 0, None))
+    assert got == want

@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
-from bridge.errors import SchemaError
+from bridge.encode.records import ChangeEncoder, Record, ToastMode, TxSource
+from bridge.errors import SchemaError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
-from bridge.serialize import ChangeEncoder, Record, ToastMode, TxSource
 
 KEY_ID, VALUE_ID = 7, 8
 RELATION = Relation(
@@ -121,8 +121,8 @@ def test_truncate_has_no_key() -> None:
     assert shapes(encode(change("t"))) == [(None, ("t", None, None, None))]
 
 
-def test_a_value_outside_the_avro_type_is_a_schema_error() -> None:
-    with pytest.raises(SchemaError, match=r"public\.items: a value does not fit"):
+def test_a_value_outside_the_avro_type_is_a_value_error() -> None:
+    with pytest.raises(ValueConversionError, match=r"public\.items\.x \(.*xid8\): cannot encode"):
         encode(change("c", new=tup(b"1", b"a", str(2**64 - 1).encode())))
 
 
@@ -165,11 +165,12 @@ def test_source_block_parts_equal_fastavro(
     assert head + fields + tail == buf.getvalue()
 
 
-def test_source_block_falls_back_for_values_outside_the_schema() -> None:
-    """An xid beyond Avro's long takes the general path, which names it."""
+def test_source_block_refuses_values_outside_the_schema() -> None:
+    """An xid beyond Avro's long is a SchemaError naming the table."""
     tx = TxSource("srv", "db", 2**64, 1, 0, "v")
     with pytest.raises(ValueError):
         tx.ends()
-    assert ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx) is None
-    with pytest.raises(SchemaError):  # the general path names the value
+    with pytest.raises(SchemaError, match=r"public\.items: the source block"):
+        ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx)
+    with pytest.raises(SchemaError):
         ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(change("c", new=tup(b"1", b"a", None)), tx)

@@ -3,8 +3,8 @@
 They assume the server defaults that also govern pgoutput's text values:
 DateStyle=ISO, IntervalStyle=postgres, extra_float_digits >= 1 and an
 lc_monetary with two fraction digits. Malformed input raises whatever Python
-raises (ValueError, IndexError, ...); `pgtypes` turns that into ProtocolError
-once per column converter instead of per parser.
+raises (ValueError, IndexError, ...); the encoder turns that into a
+ValueConversionError naming table and column (`bridge.encode.columns`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from mypy_extensions import i64
 
-from bridge.schema.temporal import (
+from bridge.encode.avro import decimal_bytes
+from bridge.encode.temporal import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -35,10 +36,6 @@ _BYTEA_ESCAPE: Final = re.compile(rb"\\(\\|[0-3][0-7]{2})")
 _HSTORE_PAIR: Final = re.compile(r'"((?:[^"\\]|\\.)*)"=>(?:"((?:[^"\\]|\\.)*)"|(NULL))(, |$)', re.S)
 _BACKSLASH: Final = re.compile(r"\\(.)", re.S)
 _NUMERIC_SPECIAL: Final = frozenset({"NaN", "Infinity", "-Infinity"})
-# Rows repeat dates and zone offsets; parsing them once per distinct string pays off.
-_CACHE_SIZE: Final = 10_000
-_AD_DAYS: Final[dict[str, int]] = {}
-_OFFSETS: Final[dict[str, int]] = {}
 _time_fromisoformat: Final = datetime.time.fromisoformat
 _datetime_fromisoformat: Final = datetime.datetime.fromisoformat
 _UNIX_ORDINAL: Final = 719_163  # datetime.date(1970, 1, 1).toordinal()
@@ -98,22 +95,22 @@ def _parse_time_exact(text: str) -> int:
 
 
 def _days(date: str, bc: bool) -> int:
-    if not bc:
-        days = _AD_DAYS.get(date)
-        if days is not None:
-            return days
+    """Unix days of 'YYYY-MM-DD' (any year width), BC years counted astronomically.
+
+    Only the shapes `wire_date` and `wire_timestamptz` do not read digit by digit (BC,
+    years past 9999) and timestamps without time zone come here, so no cache: the
+    process-wide one it had served the shapes the digit readers now take."""
     year, month, day = date.rsplit("-", 2)
     y = int(year)
-    days = days_from_civil(1 - y if bc else y, int(month), int(day))
-    if not bc:
-        if len(_AD_DAYS) >= _CACHE_SIZE:
-            _AD_DAYS.clear()
-        _AD_DAYS[date] = days
-    return days
+    return days_from_civil(1 - y if bc else y, int(month), int(day))
 
 
 def parse_date(text: str) -> int:
-    """Unix days; infinity maps to the int32 sentinels."""
+    """Unix days; infinity maps to the int32 sentinels (`wire_date` of the text)."""
+    return wire_date(text.encode())
+
+
+def _parse_date_general(text: str) -> int:
     if text == "infinity":
         return INT32_MAX
     if text == "-infinity":
@@ -177,20 +174,12 @@ def timestamptz_us(text: str) -> int:
 
 
 def parse_timestamptz(text: str) -> int:
-    if 22 <= len(text) <= 35 and text[10] == " " and text[4] == "-":
-        try:
-            moment = _datetime_fromisoformat(text)
-        except ValueError:
-            return clamp_us(timestamptz_us(text))
-        offset = moment.utcoffset()
-        if offset is not None:
-            shift = (offset.days * 86_400 + offset.seconds) * US_PER_SECOND + offset.microseconds
-            return _local_us(moment) - shift
-    return clamp_us(timestamptz_us(text))
+    """Unix microseconds of a timestamptz (`wire_timestamptz` of the text)."""
+    return wire_timestamptz(text.encode())
 
 
 def wire_date(raw: bytes) -> int:
-    """`parse_date` of the undecoded text: 'YYYY-MM-DD' (what the server prints for AD
+    """Unix days of a date's text: 'YYYY-MM-DD' (what the server prints for AD
     years below 10000) read digit by digit, anything else decoded."""
     if len(raw) == 10 and raw[4] == _DASH and raw[7] == _DASH:
         year = _digits(raw, 0, 4)
@@ -198,14 +187,15 @@ def wire_date(raw: bytes) -> int:
         day = _digits(raw, 8, 2)
         if _valid_date(year, month, day):
             return days_from_civil(year, month, day)
-    return parse_date(raw.decode())
+    return _parse_date_general(raw.decode())
 
 
 def wire_timestamptz(raw: bytes) -> int:
-    """`parse_timestamptz` of the undecoded text: the common shape is read digit by digit
-    from the bytes (compiled, that is integer work with no objects), the rest decoded."""
+    """Unix microseconds of a timestamptz's text, the one timestamptz parser: the common
+    shape is read digit by digit from the bytes (compiled, that is integer work with no
+    objects), the rest (BC, years past 9999, infinity) decoded by `timestamptz_us`."""
     us = _iso_timestamptz(raw)
-    return parse_timestamptz(raw.decode()) if us == _NOT_ISO else us
+    return clamp_us(timestamptz_us(raw.decode())) if us == _NOT_ISO else us
 
 
 # Outside every result of _iso_timestamptz (4-digit years), inside a compiled short int.
@@ -297,17 +287,11 @@ def _iso_timestamptz(raw: bytes) -> int:
 
 
 def _offset_seconds(text: str) -> int:
-    seconds = _OFFSETS.get(text)
-    if seconds is None:
-        fields = text[1:].split(":")
-        if text[0] not in "+-" or len(fields) > 3 or not all(len(f) == 2 for f in fields):
-            raise ValueError(f"bad UTC offset {text!r}")
-        seconds = sum(int(f) * m for f, m in zip(fields, (3600, 60, 1), strict=False))
-        seconds = -seconds if text[0] == "-" else seconds
-        if len(_OFFSETS) >= _CACHE_SIZE:
-            _OFFSETS.clear()
-        _OFFSETS[text] = seconds
-    return seconds
+    fields = text[1:].split(":")
+    if text[0] not in "+-" or len(fields) > 3 or not all(len(f) == 2 for f in fields):
+        raise ValueError(f"bad UTC offset {text!r}")
+    seconds = sum(int(f) * m for f, m in zip(fields, (3600, 60, 1), strict=False))
+    return -seconds if text[0] == "-" else seconds
 
 
 def parse_interval(text: str) -> dict[str, int]:
@@ -365,12 +349,7 @@ def parse_variable_decimal(text: str) -> dict[str, Any] | None:
         return None
     whole, _, frac = text.partition(".")
     unscaled = int(whole + frac)
-    return {"scale": len(frac), "value": unscaled_bytes(unscaled)}
-
-
-def unscaled_bytes(unscaled: int) -> bytes:
-    """Minimal big-endian two's complement, as Avro decimals and Debezium encode them."""
-    return unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)
+    return {"scale": len(frac), "value": decimal_bytes(unscaled)}
 
 
 def parse_hstore(text: str) -> dict[str, str | None]:

@@ -1,0 +1,241 @@
+"""A column's declared wire shape (`bridge.schema.pgtypes.Wire`) -> its value converters.
+
+Built once per column of each relation version. `text` and `binary` are the raw
+parsers (bytes -> Avro-ready value; they raise whatever Python raises on bad input)
+that the encoder's plan calls and wraps in a `ValueConversionError` naming table and
+column; `from_text` / `from_binary` wrap them for callers without a table (the
+per-type tests and campaigns). Text and binary parsers return identical values.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
+
+from bridge.encode import binvalues as bv
+from bridge.encode import render as rd
+from bridge.encode import textvalues as tv
+from bridge.encode.arrays import binary_array_parser, text_array_parser
+from bridge.encode.ranges import (
+    map_multirange_text,
+    map_range_text,
+    multirange_renderer,
+    range_renderer,
+    tstz_bound_utc,
+)
+from bridge.encode.temporal import iso_utc
+from bridge.errors import ValueConversionError
+from bridge.schema.catalog import TypeCatalog
+from bridge.schema.pgtypes import (
+    DEFAULT_OPTIONS,
+    AvroSchema,
+    CodecOptions,
+    ColumnType,
+    Wire,
+    column_type,
+)
+
+Converter = Callable[[bytes], Any]
+TextParser = Callable[[str], Any]
+# What a parser raises on bytes it cannot read.
+BAD_INPUT: Final = (
+    ValueError,
+    IndexError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    struct.error,
+    ArithmeticError,
+)
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode()
+
+
+def _decoded(parse: TextParser) -> Converter:
+    def convert(raw: bytes) -> Any:
+        return parse(raw.decode())
+
+    return convert
+
+
+def _timestamptz_iso_text(raw: bytes) -> str:
+    return iso_utc(tv.wire_timestamptz(raw))
+
+
+def _timestamptz_iso_binary(data: bytes) -> str:
+    return iso_utc(bv.parse_timestamp(data))
+
+
+# Wire shapes whose text form is the Avro string itself, with their binary reader.
+_TEXT_AS_IS: Final[dict[Wire, Converter | None]] = {
+    Wire.TEXT: bv.parse_utf8,
+    Wire.UNKNOWN: None,
+    Wire.NUMERIC_TEXT: bv.numeric_text,
+    Wire.CHAR: rd.render_char,
+    Wire.TID: rd.render_tid,
+    Wire.POINT: rd.render_point,
+    Wire.LSEG: rd.render_lseg,
+    Wire.PATH: rd.render_path,
+    Wire.BOX: rd.render_box,
+    Wire.POLYGON: rd.render_polygon,
+    Wire.LINE: rd.render_line,
+    Wire.CIRCLE: rd.render_circle,
+    Wire.INET: rd.render_inet,
+    Wire.MACADDR: rd.render_macaddr,
+    Wire.MACADDR8: rd.render_macaddr8,
+    Wire.TIMETZ: rd.render_timetz,
+    Wire.BIT: rd.render_bit,
+    Wire.UUID: bv.parse_uuid,
+    Wire.PG_LSN: rd.render_pg_lsn,
+    Wire.JSONB: bv.parse_jsonb,
+}
+# (text parser of the undecoded bytes, binary parser) of every other scalar shape.
+_PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
+    Wire.BOOL: (_decoded(tv.parse_bool), bv.parse_bool),
+    Wire.BYTEA: (_decoded(tv.parse_bytea), bv.parse_bytea),
+    Wire.INT2: (int, bv.parse_int2),
+    Wire.INT4: (int, bv.parse_int4),
+    Wire.INT8: (int, bv.parse_int8),
+    Wire.UINT4: (int, bv.parse_uint4),
+    Wire.UINT8: (int, bv.parse_uint8),
+    Wire.FLOAT4: (_decoded(tv.parse_float4), bv.parse_float4),
+    Wire.FLOAT8: (float, bv.parse_float8),
+    Wire.MONEY: (_decoded(tv.parse_money), bv.parse_money),
+    Wire.DECIMAL: (_decoded(tv.parse_decimal), bv.parse_decimal),
+    Wire.NUMERIC_DOUBLE: (float, bv.parse_numeric_double),
+    Wire.NUMERIC_VARIABLE: (_decoded(tv.parse_variable_decimal), bv.parse_variable_decimal),
+    Wire.DATE: (tv.wire_date, bv.parse_date),
+    Wire.TIME: (_decoded(tv.parse_time), bv.parse_time),
+    Wire.TIMESTAMP: (_decoded(tv.parse_timestamp), bv.parse_timestamp),
+    Wire.TIMESTAMPTZ: (tv.wire_timestamptz, bv.parse_timestamp),
+    Wire.TIMESTAMPTZ_ISO: (_timestamptz_iso_text, _timestamptz_iso_binary),
+    Wire.INTERVAL: (_decoded(tv.parse_interval), bv.parse_interval),
+    Wire.HSTORE: (_decoded(tv.parse_hstore), bv.parse_hstore),
+}
+# Binary range bounds whose Avro value is not already their text: rendered as text.
+_BOUND_RENDERERS: Final[dict[Wire, Converter]] = {
+    Wire.INT8: rd.render_int(bv.parse_int8),
+    Wire.INT2: rd.render_int(bv.parse_int2),
+    Wire.INT4: rd.render_int(bv.parse_int4),
+    Wire.UINT4: rd.render_int(bv.parse_uint4),
+    Wire.FLOAT8: rd.render_float8,
+    Wire.DATE: rd.render_date,
+    Wire.TIME: rd.render_time,
+    Wire.TIMESTAMP: rd.render_timestamp,
+    Wire.TIMESTAMPTZ: rd.render_timestamptz,
+}
+
+
+def text_is_value(wire: Wire) -> bool:
+    """The text form is the Avro string (no parsing, only UTF-8 validation)."""
+    return wire in _TEXT_AS_IS
+
+
+class ColumnCodec(NamedTuple):
+    """A column's type (schema, wire shape) with the converters of its wire forms."""
+
+    type: ColumnType
+    text: Converter
+    binary: Converter | None  # None: the type's binary format is not understood
+
+    @property
+    def avro_schema(self) -> AvroSchema:
+        return self.type.avro_schema
+
+    @property
+    def pg_type_name(self) -> str:
+        return self.type.pg_type_name
+
+    @property
+    def may_be_null(self) -> bool:
+        return self.type.may_be_null
+
+    @property
+    def supports_binary(self) -> bool:
+        return self.binary is not None
+
+    def from_text(self, raw: bytes) -> Any:
+        return _checked(self.text, raw, self.type)
+
+    def from_binary(self, raw: bytes) -> Any:
+        if self.binary is None:
+            raise ValueConversionError(None, None, self.type.pg_type_name, raw, "no binary form")
+        return _checked(self.binary, raw, self.type)
+
+
+def _checked(convert: Converter, raw: bytes, t: ColumnType) -> Any:
+    try:
+        return convert(raw)
+    except BAD_INPUT as exc:
+        raise ValueConversionError(None, None, t.pg_type_name, raw, exc) from exc
+
+
+def column_codec(
+    type_oid: int,
+    typmod: int,
+    catalog: TypeCatalog,
+    options: CodecOptions = DEFAULT_OPTIONS,
+    ndims: int = 1,
+) -> ColumnCodec:
+    """`column_type` with its converters (see `codec_of`)."""
+    return codec_of(column_type(type_oid, typmod, catalog, options, ndims))
+
+
+def codec_of(t: ColumnType) -> ColumnCodec:
+    text, binary = _converters(t)
+    return ColumnCodec(t, text, binary)
+
+
+def _converters(t: ColumnType) -> tuple[Converter, Converter | None]:
+    wire = t.wire
+    if wire in _TEXT_AS_IS:
+        return _utf8, _TEXT_AS_IS[wire]
+    if wire in _PARSED:
+        return _PARSED[wire]
+    element = t.element
+    if element is None:
+        raise AssertionError(f"{wire} needs an element type")  # pgtypes always sets it
+    if wire == Wire.ARRAY:
+        return _array_converters(t, element)
+    return _range_converters(wire, element)
+
+
+def _array_converters(t: ColumnType, element: ColumnType) -> tuple[Converter, Converter | None]:
+    elem_text, elem_binary = _element_parsers(element)
+    parse_text = text_array_parser(t.delim, elem_text, t.depth)
+    binary = None if elem_binary is None else binary_array_parser(elem_binary, t.depth)
+    return _decoded(parse_text), binary
+
+
+def _element_parsers(element: ColumnType) -> tuple[TextParser, Converter | None]:
+    """Array elements arrive as decoded text (the array parser splits a str)."""
+    text, binary = _converters(element)
+    if element.wire in _TEXT_AS_IS:
+        return _identity, binary
+
+    def parse(item: str) -> Any:
+        return text(item.encode())
+
+    return parse, binary
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _range_converters(wire: Wire, bound: ColumnType) -> tuple[Converter, Converter | None]:
+    multi = wire in (Wire.MULTIRANGE, Wire.MULTIRANGE_UTC)
+    text: Converter = _utf8
+    if wire in (Wire.RANGE_UTC, Wire.MULTIRANGE_UTC):
+        text = _decoded((map_multirange_text if multi else map_range_text)(tstz_bound_utc))
+    render = _BOUND_RENDERERS.get(bound.wire)
+    if render is None and bound.wire == Wire.NUMERIC_TEXT:
+        render = bv.numeric_text
+    if render is None and bound.wire in _TEXT_AS_IS:
+        render = _TEXT_AS_IS[bound.wire]
+    if render is None:
+        return text, None
+    return text, (multirange_renderer if multi else range_renderer)(render)

@@ -1,0 +1,365 @@
+"""TupleData → Avro key and row bodies in one pass: the one encoder of a table version's rows.
+
+Built once per table version (when its Relation arrives) from the column types that
+`bridge.schema.table.TableCodec` holds. One loop, compiled with the rest of the hot path
+(setup.py), reads each column's wire bytes and appends its Avro encoding, dispatching on
+the shape its declared wire form (`bridge.schema.pgtypes.Wire`) gives it: text that
+already is the Avro string's bytes is copied, integers are parsed with int() and
+zigzag-encoded, numeric(p, s) digits become the decimal's bytes, float8, bool and
+timestamptz are converted inline; anything else goes through the column's converter
+(`bridge.encode.columns`) and its compiled value writer (`bridge.encode.avro`).
+
+Everything unusual is handled here too, for text and binary tuples alike: an unchanged
+TOASTed value (filled from a REPLICA IDENTITY FULL old row, a placeholder, or NULL and
+listed), a NaN numeric (NULL), a NULL key column, a value its schema cannot hold and a
+column count that disagrees with the Relation message each end in a typed error
+(`ValueConversionError`, `ProtocolError`, `SchemaError`). Equality with fastavro on the
+registered schema is tested byte for byte (tests/encode/test_plan.py).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column
+from bridge.encode.avro import Writer, compile_value_writer, decimal_bytes, long_bytes
+from bridge.encode.columns import BAD_INPUT, Converter, codec_of, text_is_value
+from bridge.encode.textvalues import wire_timestamptz
+from bridge.errors import ProtocolError, SchemaError, ValueConversionError
+from bridge.schema.pgtypes import ColumnType, Wire
+from bridge.schema.table import UNAVAILABLE, TableCodec
+
+RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row record body)
+
+# Column shapes, by how the loop writes a text (or binary) value.
+_CONVERT: Final = 0  # the converter, then the value writer (integers directly)
+_UTF8: Final = 1  # the wire bytes are the Avro string's bytes (validated as UTF-8)
+_DECIMAL: Final = 2  # numeric(p, s) text -> the decimal's two's-complement bytes
+# From here on, shapes written without converter and writer unless part of the key.
+_INT: Final = 7  # int() of the text, an Avro long
+_DOUBLE: Final = 8  # float() of the text
+_BOOL: Final = 9  # 't' or 'f'
+_TIMESTAMPTZ: Final = 10  # wire_timestamptz, an Avro long
+
+_PACK_DOUBLE: Final = struct.Struct("<d").pack
+_NULL: Final = b"\x00"  # union branch 0 of ["null", T]
+_SOME: Final = b"\x02"  # union branch 1 of ["null", T]
+_TRUE: Final = b"\x02\x01"  # branch 1, then the boolean
+_FALSE: Final = b"\x02\x00"
+# Branch 1, then the Avro long of n (zigzag: 2n): the string lengths that take one byte.
+_SOME_SHORT_LENGTHS: Final = tuple(bytes([2, n << 1]) for n in range(64))
+# numeric's specials: a decimal has none, so they are NULL (ColumnType.may_be_null).
+_NUMERIC_SPECIAL: Final = frozenset((b"NaN", b"Infinity", b"-Infinity"))
+# _Column.integer: how a converted value is encoded without its writer.
+_AVRO_INT: Final = 1
+_AVRO_LONG: Final = 2
+_INT_MIN: Final = -(1 << 31)
+_INT_MAX: Final = (1 << 31) - 1
+# Text shapes declared by the wire form alone (the others: _CONVERT, or _UTF8 by
+# `text_is_value`).
+_TEXT_SHAPES: Final = {
+    Wire.DECIMAL: _DECIMAL,
+    Wire.INT8: _INT,
+    Wire.UINT4: _INT,
+    Wire.UINT8: _INT,
+    Wire.FLOAT8: _DOUBLE,
+    Wire.NUMERIC_DOUBLE: _DOUBLE,
+    Wire.BOOL: _BOOL,
+    Wire.TIMESTAMPTZ: _TIMESTAMPTZ,
+}
+
+
+class Toast:
+    """How one new tuple's unchanged TOASTed values are written: from the old row's
+    column parts under REPLICA IDENTITY FULL (`fill`), else as the type's placeholder
+    (`placeholders`) or NULL; the names of those not filled collect in `unchanged`."""
+
+    def __init__(self, fill: list[bytes] | None, placeholders: bool) -> None:
+        self.fill = fill
+        self.placeholders = placeholders
+        self.unchanged: list[str] = []
+
+
+class _Column:
+    """One kept column: where its value is and how each wire kind is written."""
+
+    def __init__(
+        self,
+        table: str,
+        name: str,
+        column: Column,
+        index: int,
+        pos: int,
+        t: ColumnType,
+        key_slot: int,
+    ) -> None:
+        codec = codec_of(t)
+        avro_type = t.avro_schema.get("type")
+        self.table = table
+        self.name = name  # the Avro field's
+        self.pg_name = column.name
+        self.type_oid = column.type_oid
+        self.pg_type = t.pg_type_name
+        self.index = index  # in the Relation message
+        self.pos = pos  # among the kept columns
+        self.key_slot = key_slot  # -1: not a key column
+        self.key_nullable = t.may_be_null
+        self.text = codec.text
+        self.has_binary = codec.binary is not None
+        self.binary: Converter = codec.binary or self._no_binary
+        self.text_shape = _TEXT_SHAPES.get(t.wire, _CONVERT)
+        if text_is_value(t.wire) and avro_type == "string":
+            self.text_shape = _UTF8
+        self.binary_shape = _UTF8 if t.wire == Wire.TEXT else _CONVERT
+        self.writer: Writer = compile_value_writer(t.avro_schema)
+        # An Avro int or long (dates and times among them) is encoded without the writer.
+        self.integer = 0
+        if avro_type == "int":
+            self.integer = _AVRO_INT
+        elif avro_type == "long":
+            self.integer = _AVRO_LONG
+        self.decimal_scale = 0
+        self.decimal_bound = 0
+        if t.wire == Wire.DECIMAL:
+            self.decimal_scale = t.avro_schema.get("scale", 0)
+            self.decimal_bound = 10 ** t.avro_schema["precision"]
+        self.placeholder = _NULL  # an unchanged TOASTed value in `placeholder` mode
+        if avro_type in ("string", "bytes") and "logicalType" not in t.avro_schema:
+            self.placeholder = _SOME + _string_body(UNAVAILABLE.encode())
+
+    def _no_binary(self, raw: bytes) -> Any:
+        raise SchemaError(
+            f"{self.table}.{self.pg_name}: type oid {self.type_oid} has no binary decoder",
+            hint="set source.binary: false (text mode handles every type)",
+        )
+
+    def error(self, value: object, reason: object) -> ValueConversionError:
+        return ValueConversionError(self.table, self.pg_name, self.pg_type, value, reason)
+
+
+def _string_body(data: bytes) -> bytes:
+    return long_bytes(len(data)) + data
+
+
+def check_binary(table: TableCodec) -> None:
+    """Binary tuples need a binary converter for every kept column; say which one lacks it."""
+    RowPlan(table).check_binary()
+
+
+class RowPlan:
+    """The compiled writer of one table version's keys and rows.
+
+    The row's encoding is collected as a list of bytes parts: appending to a list and
+    joining once costs less than growing a bytearray part by part, and the caller can
+    join the row into its envelope without copying it first (`write_parts`).
+    """
+
+    def __init__(self, table: TableCodec) -> None:
+        relation = table.relation
+        label = f"{relation.namespace}.{relation.name}"
+        self.label = label
+        self.width = len(relation.columns)  # columns in the Relation message
+        key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
+        self.columns = [
+            _Column(label, name, relation.columns[index], index, pos, t, key_slot.get(pos, -1))
+            for pos, (index, name, t) in enumerate(
+                zip(table.kept, table.field_names, table.types, strict=True)
+            )
+        ]
+        self.key_parts = len(key_slot)
+
+    def check_binary(self) -> None:
+        """Binary tuples need a binary converter for every kept column; say which one lacks it."""
+        for column in self.columns:
+            if not column.has_binary:
+                column.binary(b"")
+
+    def write(
+        self, kinds: bytes, values: tuple[bytes | None, ...], toast: Toast | None = None
+    ) -> RowBodies:
+        parts: list[bytes] = []
+        key = self.write_parts(parts, kinds, values, toast)
+        return key, b"".join(parts)
+
+    def write_parts(
+        self,
+        parts: list[bytes],
+        kinds: bytes,
+        values: tuple[bytes | None, ...],
+        toast: Toast | None = None,
+        ends: list[int] | None = None,
+    ) -> bytes:
+        """Append the row record's body to `parts` and return the key record's body (b""
+        without a key). Unchanged TOASTed values are NULL without `toast` (an old row);
+        `ends` collects where each column's parts end."""
+        if len(kinds) != self.width:
+            raise self._width_error(kinds)
+        keys = [b""] * self.key_parts
+        try:
+            for column in self.columns:
+                kind = kinds[column.index]
+                if kind in (KIND_TEXT, KIND_BINARY):
+                    value = values[column.index]
+                    if value is None:
+                        raise _without_bytes(column)
+                    text = kind == KIND_TEXT
+                    shape = column.text_shape if text else column.binary_shape
+                    _write_value(parts, keys, column, shape, text, value)
+                elif kind == KIND_NULL:
+                    parts.append(_NULL)
+                    if column.key_slot >= 0:
+                        _key_from(keys, column, _NULL, None)
+                else:
+                    _write_absent(parts, keys, column, kind, toast)
+                if ends is not None:
+                    ends.append(len(parts))
+        except BAD_INPUT as exc:
+            raise column.error(values[column.index], exc) from exc
+        if len(keys) == 1:
+            return keys[0]
+        return b"".join(keys)
+
+    def write_columns(
+        self, kinds: bytes, values: tuple[bytes | None, ...]
+    ) -> tuple[bytes, list[bytes]]:
+        """The key body and each column's encoding apart: an old row whose values fill
+        the new row's unchanged TOASTed columns."""
+        parts: list[bytes] = []
+        ends: list[int] = []
+        key = self.write_parts(parts, kinds, values, None, ends)
+        columns = []
+        start = 0
+        for end in ends:
+            columns.append(b"".join(parts[start:end]))
+            start = end
+        return key, columns
+
+    def _width_error(self, kinds: bytes) -> ProtocolError:
+        return ProtocolError(
+            "tuple",
+            0,
+            f"{len(kinds)} columns for {self.label}, whose Relation message has {self.width}",
+        )
+
+
+def _without_bytes(column: _Column) -> ProtocolError:
+    return ProtocolError("tuple", 0, f"{column.table}.{column.pg_name}: a value without bytes")
+
+
+def _write_absent(
+    parts: list[bytes], keys: list[bytes], column: _Column, kind: int, toast: Toast | None
+) -> None:
+    """An unchanged TOASTed value: the old row's, the placeholder, or NULL."""
+    if kind != KIND_UNCHANGED:
+        raise ProtocolError("tuple", 0, f"{column.table}.{column.pg_name}: unknown kind {kind}")
+    part = _NULL
+    if toast is not None:
+        fill = toast.fill
+        if fill is not None:
+            part = fill[column.pos]
+        if part == _NULL:
+            if toast.placeholders:
+                part = column.placeholder
+            toast.unchanged.append(column.name)
+    parts.append(part)
+    if column.key_slot >= 0:
+        _key_from(keys, column, part, None)
+
+
+def _key_from(keys: list[bytes], column: _Column, part: bytes, value: object) -> None:
+    """A key column's part from its row part (["null", T] in the row; T in the key unless
+    the type can convert to NULL)."""
+    if column.key_nullable:
+        keys[column.key_slot] = part
+    elif part == _NULL:
+        raise column.error(value, "NULL in a column of the record key")
+    else:
+        keys[column.key_slot] = part[1:]
+
+
+def _write_value(
+    parts: list[bytes], keys: list[bytes], column: _Column, shape: int, text: bool, v: bytes
+) -> None:
+    """Append one non-NULL value (and set its key part)."""
+    if shape == _DECIMAL and v in _NUMERIC_SPECIAL:
+        _write_converted(parts, keys, column, None, v)
+        return
+    if shape in (_UTF8, _DECIMAL):
+        if shape == _DECIMAL:
+            v = _decimal_bytes(v, column.decimal_scale, column.decimal_bound)
+        elif not v.isascii():
+            v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
+        n = len(v)
+        if n < 64:
+            parts.append(_SOME_SHORT_LENGTHS[n])
+        else:
+            parts.append(_SOME)
+            parts.append(long_bytes(n))
+        parts.append(v)
+        if column.key_slot >= 0:
+            key = long_bytes(n) + v
+            keys[column.key_slot] = _SOME + key if column.key_nullable else key
+        return
+    if shape >= _INT and column.key_slot < 0:
+        _write_inline(parts, shape, v)
+        return
+    x = column.text(v) if text else column.binary(v)
+    _write_converted(parts, keys, column, x, v)
+
+
+def _write_converted(
+    parts: list[bytes], keys: list[bytes], column: _Column, x: Any, raw: bytes
+) -> None:
+    if x is None:
+        parts.append(_NULL)
+        if column.key_slot >= 0:
+            _key_from(keys, column, _NULL, raw)
+        return
+    body = _encode(column, x)
+    parts.append(_SOME)
+    parts.append(body)
+    if column.key_slot >= 0:
+        keys[column.key_slot] = _SOME + body if column.key_nullable else body
+
+
+def _encode(column: _Column, x: Any) -> bytes:
+    """A converted value's encoding: integers directly, anything else by its writer."""
+    if column.integer == _AVRO_LONG:
+        return long_bytes(x)
+    if column.integer == _AVRO_INT:
+        if not _INT_MIN <= x <= _INT_MAX:
+            raise ValueError(f"{x} does not fit an Avro int")
+        return long_bytes(x)
+    out = bytearray()
+    column.writer(out, x)
+    return bytes(out)
+
+
+def _write_inline(parts: list[bytes], shape: int, v: bytes) -> None:
+    """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
+    if shape == _BOOL:
+        if v == b"t":
+            parts.append(_TRUE)
+        elif v == b"f":
+            parts.append(_FALSE)
+        else:
+            raise ValueError("a boolean is 't' or 'f'")
+        return
+    parts.append(_SOME)
+    if shape == _DOUBLE:
+        parts.append(_PACK_DOUBLE(float(v)))
+    else:
+        parts.append(long_bytes(int(v) if shape == _INT else wire_timestamptz(v)))
+
+
+def _decimal_bytes(text: bytes, scale: int, bound: int) -> bytes:
+    """PostgreSQL's text of a finite numeric(p, s) → the Avro decimal's bytes; ValueError
+    for more digits than the schema holds."""
+    whole, _, fraction = text.partition(b".")
+    if len(fraction) > scale:
+        raise ValueError("more fraction digits than the scale")
+    unscaled = int(whole + fraction + b"0" * (scale - len(fraction)))
+    if not -bound < unscaled < bound:
+        raise ValueError("more digits than the precision")
+    return decimal_bytes(unscaled)

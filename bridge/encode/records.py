@@ -1,0 +1,383 @@
+"""Change events → Confluent-framed Avro key/value bytes, following Debezium's conventions.
+
+One `ChangeEncoder` per table version: its `RowPlan` (bridge/encode/plan.py) writes
+keys and rows, the envelope around them is laid out from the registered envelope schema
+(`EnvelopeLayout`: union branches, the constant trailing fields, the op strings, all
+written by the writers compiled for those fields), and the source block is pre-encoded
+once per (transaction, table). Debezium's record shapes (c/u/d/r/t, a delete followed by
+a tombstone, a primary-key change as delete + tombstone + create) are written once, in
+`ChangeEncoder.records`.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from bridge.decode.messages import KIND_UNCHANGED, PG_EPOCH_OFFSET_US, TupleData
+from bridge.encode.avro import Writer, compile_value_writer, compile_writer
+from bridge.encode.columns import BAD_INPUT
+from bridge.encode.plan import RowBodies, RowPlan, Toast
+from bridge.errors import SchemaError
+from bridge.events.model import Change
+from bridge.schema.fixed import load_fixed
+from bridge.schema.table import TableCodec
+
+Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
+ToastMode = Literal["list", "placeholder"]
+_HEADER: Final = struct.Struct(">bI")
+_OPS: Final = ("c", "u", "d", "r", "t")  # "r": a snapshot read; "t": a truncate
+_ENVELOPE_FIELDS: Final = (
+    "before",
+    "after",
+    "source",
+    "op",
+    "ts_ms",
+    "transaction",
+    "unchanged_fields",
+)
+
+
+def framed_writer(
+    schema: dict[str, Any], schema_id: int, label: str = "record"
+) -> Callable[[Any], bytes]:
+    """Encoder for one registered schema: Confluent header + Avro binary body (compiled
+    by `bridge.encode.avro`). A value the schema cannot hold is a SchemaError naming
+    `label`, not a bare ValueError."""
+    header = _HEADER.pack(0, schema_id)
+    body = compile_writer(schema)
+
+    def write(datum: Any) -> bytes:
+        try:
+            return header + body(datum)
+        except BAD_INPUT as exc:
+            raise SchemaError(
+                f"{label}: a value does not fit its Avro schema: {exc!r}",
+                hint="report this with the table definition; the change was not produced",
+            ) from None
+
+    return write
+
+
+def _encoded(writer: Writer, value: Any) -> bytes:
+    out = bytearray()
+    writer(out, value)
+    return bytes(out)
+
+
+def _union_tags(union: Any, field: str) -> tuple[bytes, bytes]:
+    """(null branch, value branch) of a ["null", T] field, as the field's writer encodes
+    the branch index."""
+    if not (isinstance(union, list) and len(union) == 2 and "null" in union):
+        raise SchemaError(f"envelope field {field}: expected a union of null and one type")
+    null_at = union.index("null")
+    index = compile_value_writer("long")
+    return _encoded(index, null_at), _encoded(index, 1 - null_at)
+
+
+class EnvelopeLayout:
+    """The envelope schema's fields as byte pieces around the rows and the source block.
+
+    Built from the schema that is registered: a schema whose fields differ from the
+    layout this writes is refused when the encoder is built, not mis-encoded."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        fields = {f["name"]: f["type"] for f in schema["fields"]}
+        if tuple(fields) != _ENVELOPE_FIELDS:
+            raise SchemaError(f"envelope fields {tuple(fields)}, expected {_ENVELOPE_FIELDS}")
+        self.row_null, self.row_some = _union_tags(fields["before"], "before")
+        if _union_tags(fields["after"], "after") != (self.row_null, self.row_some):
+            raise SchemaError("envelope fields before and after differ in their union order")
+        if fields["source"] != load_fixed("source"):
+            raise SchemaError("envelope field source is not schemas/source.avsc")
+        op = compile_value_writer(fields["op"])
+        self.ops = {name: _encoded(op, name) for name in _OPS}
+        self._ts_ms = compile_value_writer(fields["ts_ms"])
+        self._unchanged = compile_value_writer(fields["unchanged_fields"])
+        self._no_transaction = _encoded(compile_value_writer(fields["transaction"]), None)
+        self.after_only = self.row_null + self.row_some  # before: null, after: a row
+
+    def tail(self, ms: int, unchanged: list[str] | None) -> bytes:
+        """ts_ms, transaction (always null) and unchanged_fields."""
+        out = bytearray()
+        self._ts_ms(out, ms)
+        out += self._no_transaction
+        self._unchanged(out, unchanged)
+        return bytes(out)
+
+
+class SourceLayout:
+    """Debezium's source block (`schemas/source.avsc`) by its compiled field writers, split
+    around the table's schema and name: the fields before and after them are the same for
+    every table of a transaction, those two the same for every transaction of a table."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        fields = [(f["name"], compile_value_writer(f["type"])) for f in schema["fields"]]
+        names = [name for name, _ in fields]
+        at = names.index("schema")
+        if names[at + 1] != "table":
+            raise SchemaError("source block: schema and table must be adjacent fields")
+        self._head = fields[:at]
+        self._table = fields[at : at + 2]
+        self._tail = fields[at + 2 :]
+
+    def ends(self, values: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The fields before and after schema and table; raises ValueError or TypeError
+        for a value the schema cannot hold."""
+        return _write_fields(self._head, values), _write_fields(self._tail, values)
+
+    def table_fields(self, schema: str, table: str) -> bytes:
+        return _write_fields(self._table, {"schema": schema, "table": table})
+
+
+def _write_fields(fields: list[tuple[str, Writer]], values: dict[str, Any]) -> bytes:
+    out = bytearray()
+    for name, write in fields:
+        write(out, values[name])
+    return bytes(out)
+
+
+_SOURCE: Final = SourceLayout(load_fixed("source"))
+
+
+class TxSource:
+    """The parts of Debezium's source block fixed for one transaction.
+
+    `blocks` caches the encoded block per table: it is the same for every row of a table
+    in the transaction, so it is written once. Built once per transaction, so it keeps
+    plain fields and encodes only when a record asks for it."""
+
+    __slots__ = (
+        "_base",
+        "_ends",
+        "blocks",
+        "commit_lsn",
+        "db",
+        "server",
+        "snapshot",
+        "ts_ms",
+        "version",
+        "xid",
+    )
+
+    def __init__(
+        self,
+        server: str,
+        db: str,
+        xid: int | None,
+        commit_lsn: int,
+        commit_ts: int,
+        version: str,
+        snapshot: str = "false",
+    ) -> None:
+        self.server = server
+        self.db = db
+        self.xid = xid
+        self.commit_lsn = commit_lsn
+        self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
+        self.version = version
+        self.snapshot = snapshot
+        self.blocks: dict[tuple[str, str], bytes] = {}
+        self._base: dict[str, Any] | None = None
+        self._ends: tuple[bytes, bytes] | None = None
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The source block's fields, schema and table left empty."""
+        if self._base is None:
+            self._base = {
+                "version": self.version,
+                "connector": "postgresql",
+                "name": self.server,
+                "ts_ms": self.ts_ms,
+                "snapshot": self.snapshot,
+                "db": self.db,
+                "sequence": None,
+                "schema": "",
+                "table": "",
+                "txId": self.xid,
+                "lsn": self.commit_lsn,
+                "xmin": None,
+            }
+        return self._base
+
+    def ends(self) -> tuple[bytes, bytes]:
+        """The source block's body before and after its schema and table fields, in
+        `source.avsc`'s field order: the same for every table of the transaction.
+
+        Raises ValueError or TypeError for a value the schema cannot hold."""
+        if self._ends is None:
+            self._ends = _SOURCE.ends(self.base)
+        return self._ends
+
+
+class _Clock:
+    """The envelope's last fields (ts_ms, then null transaction and unchanged_fields),
+    encoded once per millisecond instead of once per record."""
+
+    def __init__(self, layout: EnvelopeLayout) -> None:
+        self._layout = layout
+        self._ms = -1
+        self._tail = b""
+
+    def tail(self) -> bytes:
+        ms = time.time_ns() // 1_000_000
+        if ms != self._ms:
+            self._ms = ms
+            self._tail = self._layout.tail(ms, None)
+        return self._tail
+
+
+class ChangeEncoder:
+    """Key/value records for the changes of one table version."""
+
+    __slots__ = (
+        "_clock",
+        "_key_header",
+        "_label",
+        "_layout",
+        "_plan",
+        "_table_fields",
+        "_table_id",
+        "_value_header",
+        "table",
+        "toast_mode",
+        "tombstones",
+    )
+
+    def __init__(
+        self,
+        table: TableCodec,
+        key_id: int | None,
+        value_id: int,
+        *,
+        toast_mode: ToastMode = "list",
+        tombstones: bool = True,
+    ) -> None:
+        self.table = table
+        self.toast_mode = toast_mode
+        self.tombstones = tombstones
+        relation = table.relation
+        self._label = f"{relation.namespace}.{relation.name}"
+        self._plan = RowPlan(table)
+        self._layout = EnvelopeLayout(table.envelope_schema)
+        self._clock = _Clock(self._layout)
+        has_key = table.key_schema is not None and key_id is not None
+        self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
+        self._value_header = _HEADER.pack(0, value_id)
+        self._table_id = (relation.namespace, relation.name)
+        self._table_fields = _SOURCE.table_fields(*self._table_id)
+
+    def check_binary(self) -> None:
+        """Refuse binary tuples for a table with a column the binary reader lacks."""
+        self._plan.check_binary()
+
+    def records(self, change: Change, tx: TxSource) -> list[Record]:
+        """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
+        primary-key change as delete + tombstone + create."""
+        source = self._source_block(tx)
+        new = change.new
+        op = change.op
+        if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
+            # one record, no key comparison: the common case, the row written straight
+            # into the envelope's parts
+            parts = [self._value_header, self._layout.after_only]
+            key = self._plan.write_parts(parts, new.kinds, new.values)
+            parts.append(source)
+            parts.append(self._layout.ops[op])
+            parts.append(self._clock.tail())
+            return [(self._framed_key(key), b"".join(parts))]
+        if op == "t":
+            return [(None, self._envelope(None, None, "t", source, None))]
+        return self._shaped(change, source)
+
+    def _shaped(self, change: Change, source: bytes) -> list[Record]:
+        before, after, unchanged = self._rows(change)
+        op = change.op
+
+        def key_of(bodies: RowBodies | None) -> bytes | None:
+            return None if bodies is None else self._framed_key(bodies[0])
+
+        if op == "d":
+            key = key_of(before)
+            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
+            if self.tombstones:
+                out.append((key, None))
+            return out
+        key = key_of(after)
+        if op == "u" and change.old_kind and before is not None:
+            old_key = key_of(before)
+            if old_key != key:
+                out = [(old_key, self._envelope(before, None, "d", source, None))]
+                if self.tombstones:
+                    out.append((old_key, None))
+                out.append((key, self._envelope(None, after, "c", source, unchanged)))
+                return out
+        return [(key, self._envelope(before, after, op, source, unchanged))]
+
+    def _rows(self, change: Change) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
+        """(before, after, unchanged_fields): REPLICA IDENTITY FULL's old row fills the
+        unchanged TOASTed values of the new one; otherwise `toast_mode` applies."""
+        old, new = change.old, change.new
+        before: RowBodies | None = None
+        toast: Toast | None = None
+        if new is not None and KIND_UNCHANGED in new.kinds:
+            fill = None
+            if old is not None and change.old_kind == "O":
+                key, fill = self._plan.write_columns(old.kinds, old.values)
+                before = key, b"".join(fill)
+            toast = Toast(fill, self.toast_mode == "placeholder")
+        if old is not None and before is None:
+            before = self._write(old, None)
+        after = None if new is None else self._write(new, toast)
+        unchanged = toast.unchanged if toast is not None and toast.unchanged else None
+        return before, after, unchanged
+
+    def _write(self, tup: TupleData, toast: Toast | None) -> RowBodies:
+        return self._plan.write(tup.kinds, tup.values, toast)
+
+    def _framed_key(self, body: bytes) -> bytes | None:
+        header = self._key_header
+        return None if header is None else header + body
+
+    def _source_block(self, tx: TxSource) -> bytes:
+        """The encoded source block (`schemas/source.avsc`) with this table's names."""
+        block = tx.blocks.get(self._table_id)
+        if block is not None:
+            return block
+        try:
+            head, tail = tx.ends()
+        except BAD_INPUT as exc:
+            raise SchemaError(
+                f"{self._label}: the source block does not fit its Avro schema: {exc!r}",
+                hint="report this with the transaction's xid and LSN; the change was not produced",
+            ) from None
+        block = tx.blocks[self._table_id] = head + self._table_fields + tail
+        return block
+
+    def _envelope(
+        self,
+        before: RowBodies | None,
+        after: RowBodies | None,
+        op: str,
+        source: bytes,
+        unchanged: list[str] | None,
+    ) -> bytes:
+        """Envelope fields in schema order: before, after, source, op, then the tail."""
+        layout = self._layout
+        parts = [self._value_header]
+        for row in (before, after):
+            if row is None:
+                parts.append(layout.row_null)
+            else:
+                parts.append(layout.row_some)
+                parts.append(row[1])
+        parts.append(source)
+        parts.append(layout.ops[op])
+        if unchanged is None:
+            parts.append(self._clock.tail())
+        else:
+            parts.append(layout.tail(time.time_ns() // 1_000_000, unchanged))
+        return b"".join(parts)

@@ -1,0 +1,138 @@
+"""The test oracle of the encoder: Debezium's records written by fastavro, from dicts.
+
+Values are converted column by column with the same converters the encoder calls
+(`bridge.encode.columns`, tested on their own against PostgreSQL); everything after
+that (record shapes, TOAST filling, keys, unions, the envelope and the source block) is
+written here the plain way and encoded by `fastavro.schemaless_writer` on the schema
+that is registered. The encoder must produce the same bytes, or raise a BridgeError
+where this raises.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import fastavro
+
+from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, TupleData
+from bridge.encode.columns import codec_of
+from bridge.encode.records import Record, TxSource
+from bridge.events.model import Change
+from bridge.schema.table import TableCodec
+
+MS = 1_700_000_000_123  # the frozen clock of the tests, in ms
+
+
+class Oracle:
+    def __init__(
+        self,
+        table: TableCodec,
+        key_id: int | None,
+        value_id: int,
+        *,
+        toast_mode: str = "list",
+        tombstones: bool = True,
+    ) -> None:
+        self.table = table
+        self.key_id = key_id
+        self.value_id = value_id
+        self.toast_mode = toast_mode
+        self.tombstones = tombstones
+        self.codecs = [codec_of(t) for t in table.types]
+        self.envelope = fastavro.parse_schema(table.envelope_schema)
+        self.key = None if table.key_schema is None else fastavro.parse_schema(table.key_schema)
+        self.key_names = [table.field_names[pos] for pos in table.key_positions]
+
+    def records(self, change: Change, tx: TxSource) -> list[Record]:
+        source = {**tx.base, "schema": self.table.relation.namespace}
+        source["table"] = self.table.relation.name
+        op = change.op
+        if op == "t":
+            return [(None, self._envelope(None, None, "t", source, None))]
+        unchanged: list[str] = []
+        before = None if change.old is None else self.row(change.old, None)
+        after = None if change.new is None else self.row(change.new, unchanged)
+        if unchanged and after is not None:
+            old = before if change.old_kind == "O" else None
+            unchanged = self._fill(after, old, unchanged)
+        fields = unchanged or None
+        if op == "d":
+            key = self._key(before)
+            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
+            return [*out, (key, None)] if self.tombstones else out
+        key = self._key(after)
+        if op == "u" and change.old_kind and before is not None:
+            old_key = self._key(before)
+            if old_key != key:
+                out = [(old_key, self._envelope(before, None, "d", source, None))]
+                if self.tombstones:
+                    out.append((old_key, None))
+                return [*out, (key, self._envelope(None, after, "c", source, fields))]
+        return [(key, self._envelope(before, after, op, source, fields))]
+
+    def row(self, tup: TupleData, unchanged: list[str] | None) -> dict[str, Any]:
+        assert len(tup.kinds) == len(self.table.relation.columns)
+        out: dict[str, Any] = {}
+        for index, name, codec in zip(
+            self.table.kept, self.table.field_names, self.codecs, strict=True
+        ):
+            kind, raw = tup.kinds[index], tup.values[index]
+            if kind == KIND_TEXT:
+                assert raw is not None
+                out[name] = codec.from_text(raw)
+            elif kind == KIND_BINARY:
+                assert raw is not None
+                out[name] = codec.from_binary(raw)
+            else:
+                assert kind in (KIND_NULL, KIND_UNCHANGED)
+                out[name] = None
+                if kind == KIND_UNCHANGED and unchanged is not None:
+                    unchanged.append(name)
+        return out
+
+    def _fill(
+        self, after: dict[str, Any], old: dict[str, Any] | None, names: list[str]
+    ) -> list[str]:
+        still = []
+        for name in names:
+            if old is not None and old.get(name) is not None:
+                after[name] = old[name]
+            else:
+                if self.toast_mode == "placeholder":
+                    after[name] = self.table.placeholder(name)
+                still.append(name)
+        return still
+
+    def _key(self, row: dict[str, Any] | None) -> bytes | None:
+        if self.key is None or self.key_id is None or row is None:
+            return None
+        return framed(self.key, self.key_id, {name: row[name] for name in self.key_names})
+
+    def _envelope(
+        self,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        op: str,
+        source: dict[str, Any],
+        unchanged: list[str] | None,
+    ) -> bytes:
+        row_name = self.table.row_name
+        datum = {
+            "before": None if before is None else (row_name, before),
+            "after": None if after is None else (row_name, after),
+            "source": source,
+            "op": op,
+            "ts_ms": MS,
+            "transaction": None,
+            "unchanged_fields": unchanged,
+        }
+        return framed(self.envelope, self.value_id, datum)
+
+
+def framed(schema: Any, schema_id: int, datum: Any) -> bytes:
+    buf = io.BytesIO()
+    buf.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(buf, schema, datum)
+    return buf.getvalue()
