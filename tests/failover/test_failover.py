@@ -16,9 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, slot_state, wait_for, wait_slot_active
+from delivery.helpers import BridgeProcess, slot_state, wait_slot_active
+from delivery.ledger import open_ledger_stream, stop_bridge, warm_up
 from faults.checker import Fault, assert_clean, check
-from faults.harness import acked, drain, ledger_stream, stop_bridge, warm_up
+from faults.harness import acked, drain
+from waiting import wait_for
 
 from bridge.check import run_checks
 from bridge.config import Config
@@ -59,7 +61,7 @@ def test_failover_slot_survives_promotion(
     bridge = bridge_process(settings)
     dsn = pair.multi_dsn("ledger")
     link = (dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-    with ledger_stream(*link, reconnect=True) as stream:
+    with open_ledger_stream(*link, reconnect=True) as stream:
         warm_up(stream, bridge, 300)
         # the standby's copy is synchronised and has followed some acknowledgement
         wait_for(
@@ -116,7 +118,7 @@ def test_without_failover_slot_the_bridge_stops_loudly(
     bridge = bridge_process(settings)
     dsn = pair.multi_dsn("ledger")
     link = (dsn, slot_name, topic_prefix, kafka_bootstrap, registry_url, bridge)
-    with ledger_stream(*link, reconnect=True) as stream:
+    with open_ledger_stream(*link, reconnect=True) as stream:
         warm_up(stream, bridge, 300)
         detail = _failover_check(settings)
         assert "WARNING: source.failover_slot is false" in detail, detail

@@ -16,11 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, wait_for, wait_slot_active
-from delivery.kafka_io import create_topics
-from delivery.ledger import LEDGER_DDL, LedgerWriter, ledger_occurrences
+from delivery.helpers import BridgeProcess, wait_slot_active
+from delivery.kafka_io import TopicReader, create_topics
+from delivery.ledger import LEDGER_DDL, LedgerWriter, ledger_occurrences, stop_bridge
 from faults.checker import assert_clean, check, committed_rows
-from faults.harness import LedgerReader, stop_bridge
+from waiting import wait_for
 
 from .pair import Pair, pair_settings
 
@@ -52,7 +52,7 @@ def test_changes_on_the_primary_arrive_through_the_standbys_slot(
         publication_mode="disabled",
     )
     settings["source"]["host"] = f"{pair.standby.host}:{pair.standby.port}"
-    reader = LedgerReader(
+    reader = TopicReader(
         kafka_bootstrap,
         registry_url,
         create_topics(kafka_bootstrap, [f"{topic_prefix}.public.ledger"]),
