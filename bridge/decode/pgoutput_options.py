@@ -41,6 +41,26 @@ def pgoutput_options(
     Values are raw; quoting them as SQL literals is the caller's job.
     """
     check_proto_version(proto_version)
+    _check_publications(publication_names)
+    _check_features(proto_version, streaming, two_phase, origin)
+    options = [
+        ("proto_version", str(proto_version)),
+        ("publication_names", ",".join(_quote_ident(p) for p in publication_names)),
+    ]
+    if binary:
+        options.append(("binary", "true"))
+    if messages:
+        options.append(("messages", "true"))
+    if streaming != "off":
+        options.append(("streaming", streaming))
+    if two_phase:
+        options.append(("two_phase", "true"))
+    if origin is not None:
+        options.append(("origin", origin))
+    return options
+
+
+def _check_publications(publication_names: Sequence[str]) -> None:
     if isinstance(publication_names, str) or not publication_names:
         raise ConfigError(
             "publication_names must be a non-empty list of publication names",
@@ -51,6 +71,12 @@ def pgoutput_options(
             raise ConfigError(
                 f"invalid publication name {pub!r}", hint="use the name given to CREATE PUBLICATION"
             )
+
+
+def _check_features(
+    proto_version: int, streaming: str, two_phase: bool, origin: str | None
+) -> None:
+    """Each option against the protocol version that introduced it."""
     if streaming not in ("off", "on", "parallel"):
         raise ConfigError(f"invalid streaming mode {streaming!r}", hint="use off, on or parallel")
     if streaming == "on" and proto_version < 2:
@@ -73,18 +99,3 @@ def pgoutput_options(
             f"invalid origin filter {origin!r}",
             hint="use 'any' (all changes) or 'none' (only changes without a replication origin)",
         )
-    options = [
-        ("proto_version", str(proto_version)),
-        ("publication_names", ",".join(_quote_ident(p) for p in publication_names)),
-    ]
-    if binary:
-        options.append(("binary", "true"))
-    if messages:
-        options.append(("messages", "true"))
-    if streaming != "off":
-        options.append(("streaming", streaming))
-    if two_phase:
-        options.append(("two_phase", "true"))
-    if origin is not None:
-        options.append(("origin", origin))
-    return options

@@ -61,7 +61,9 @@ def text_array_parser(
     return parse
 
 
-def _parse_general(
+# Complex on purpose (C901): one pass over PostgreSQL's array text: quoting, escapes, nesting and
+# NULL.
+def _parse_general(  # noqa: C901
     text: str, token: re.Pattern[str], elem: Callable[[str], Any], depth: int
 ) -> list[Any]:
     stack: list[list[Any]] = []
@@ -114,7 +116,8 @@ def _element(quoted: str | None, bare: str | None, elem: Callable[[str], Any]) -
     return None if value == "NULL" else elem(value)
 
 
-def binary_array_parser(elem: Callable[[bytes], Any], depth: int) -> Callable[[bytes], list[Any]]:
+# Complex on purpose (C901): array_recv's header checks, each a distinct malformed-input error.
+def binary_array_parser(elem: Callable[[bytes], Any], depth: int) -> Callable[[bytes], list[Any]]:  # noqa: C901
     """array_send: int32 ndim, int32 has-nulls, uint32 element OID, (int32 size, int32 lower
     bound) per dimension, then int32-length-prefixed elements (-1 = NULL) in row-major order."""
 

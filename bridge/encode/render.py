@@ -104,7 +104,9 @@ def render_circle(data: bytes) -> str:
     return f"<{_pair(x, y)},{float8_text(radius)}>"
 
 
-def _ipv6_text(addr: bytes) -> str:
+# Complex on purpose (C901): RFC 5952 text form: the longest zero run, embedded IPv4, as
+# PostgreSQL prints it.
+def _ipv6_text(addr: bytes) -> str:  # noqa: C901
     """inet_net_ntop_ipv6 without the mask: longest zero run (>= 2 words) as "::",
     embedded IPv4 for ::a.b.c.d and ::ffff:a.b.c.d."""
     words = [addr[i] << 8 | addr[i + 1] for i in range(0, 16, 2)]

@@ -234,7 +234,9 @@ def _digits(raw: bytes, at: i64, count: i64) -> i64:
     return value
 
 
-def _iso_timestamptz(raw: bytes) -> int:
+# Complex on purpose (C901): every shape of timestamptz text PostgreSQL prints (BC, years past
+# 9999, offsets with seconds).
+def _iso_timestamptz(raw: bytes) -> int:  # noqa: C901
     """Unix µs of 'YYYY-MM-DD HH:MM:SS[.f]+HH[:MM[:SS]]' (what the server prints for AD
     years below 10000); `_NOT_ISO` for any other text, which the general parsers then
     take (they also own the error messages)."""

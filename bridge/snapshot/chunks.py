@@ -59,6 +59,22 @@ def key_conditions(
     return conds, params
 
 
+def _range_conditions(table: SnapshotTable, chunk: Chunk) -> tuple[list[sql.Composable], list[str]]:
+    """The WHERE terms that bound one chunk: key ranges or ctid page ranges."""
+    conds: list[sql.Composable] = []
+    params: list[str] = []
+    if chunk.method == METHOD_KEY:
+        return key_conditions(table, chunk.lo, chunk.hi)
+    if chunk.method == METHOD_CTID:
+        if chunk.lo is not None:
+            conds.append(sql.SQL("ctid >= %s::tid"))
+            params.append(f"({chunk.lo[0]},0)")
+        if chunk.hi is not None:
+            conds.append(sql.SQL("ctid < %s::tid"))
+            params.append(f"({chunk.hi[0]},0)")
+    return conds, params
+
+
 def chunk_query(
     table: SnapshotTable,
     chunk: Chunk,
@@ -72,17 +88,7 @@ def chunk_query(
     `condition` is an extra filter (an incremental snapshot's additional condition);
     `key_text` puts the key columns as text in front (to continue after the last row).
     """
-    conds: list[sql.Composable] = []
-    params: list[str] = []
-    if chunk.method == METHOD_KEY:
-        conds, params = key_conditions(table, chunk.lo, chunk.hi)
-    elif chunk.method == METHOD_CTID:
-        if chunk.lo is not None:
-            conds.append(sql.SQL("ctid >= %s::tid"))
-            params.append(f"({chunk.lo[0]},0)")
-        if chunk.hi is not None:
-            conds.append(sql.SQL("ctid < %s::tid"))
-            params.append(f"({chunk.hi[0]},0)")
+    conds, params = _range_conditions(table, chunk)
     for extra in (table.row_filter, condition):
         if extra:
             conds.append(sql.SQL("({})").format(raw(extra)))
