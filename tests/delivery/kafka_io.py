@@ -66,13 +66,23 @@ class TopicReader:
                 "log.connection.close": False,
             }
         )
-        metadata = self._consumer.list_topics(timeout=30)
         self._partitions = [
             TopicPartition(t, p, OFFSET_BEGINNING)
-            for t in topics
-            for p in sorted(metadata.topics[t].partitions)
+            for t, partitions in self._metadata(topics).items()
+            for p in partitions
         ]
         self._consumer.assign(self._partitions)
+
+    def _metadata(self, topics: Sequence[str]) -> dict[str, list[int]]:
+        """Each topic's partitions, once the broker's metadata lists them all: a topic
+        just created (create_topics) can be missing from the first answer."""
+
+        def listed() -> dict[str, list[int]] | None:
+            metadata = self._consumer.list_topics(timeout=30).topics
+            known = {t: sorted(metadata[t].partitions) for t in topics if t in metadata}
+            return known if len(known) == len(topics) and all(known.values()) else None
+
+        return wait_for(listed, 60, f"the broker's metadata to list {list(topics)}", every=0.2)
 
     def poll(self, seconds: float) -> int:
         """Read for about `seconds`; returns how many records arrived."""
