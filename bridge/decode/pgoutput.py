@@ -173,18 +173,21 @@ def _begin_prepare(buf: bytes) -> BeginPrepare:
     return BeginPrepare(lsn, end_lsn, ts, xid, gid)
 
 
-def _prepare(buf: bytes) -> Prepare:
+def _prepared(buf: bytes) -> tuple[int, int, int, int, int, str]:
+    """Prepare, Commit Prepared and Stream Prepare share one layout: flags, two LSNs, a
+    timestamp, the xid and the GID."""
     flags, lsn, end_lsn, ts, xid = _PREPARE(buf, 1)
     gid, end = read_cstring(buf, 30)
     expect_end(buf, end)
-    return Prepare(flags, lsn, end_lsn, ts, xid, gid)
+    return flags, lsn, end_lsn, ts, xid, gid
+
+
+def _prepare(buf: bytes) -> Prepare:
+    return Prepare(*_prepared(buf))
 
 
 def _commit_prepared(buf: bytes) -> CommitPrepared:
-    flags, lsn, end_lsn, ts, xid = _PREPARE(buf, 1)
-    gid, end = read_cstring(buf, 30)
-    expect_end(buf, end)
-    return CommitPrepared(flags, lsn, end_lsn, ts, xid, gid)
+    return CommitPrepared(*_prepared(buf))
 
 
 def _rollback_prepared(buf: bytes) -> RollbackPrepared:
@@ -195,10 +198,7 @@ def _rollback_prepared(buf: bytes) -> RollbackPrepared:
 
 
 def _stream_prepare(buf: bytes) -> StreamPrepare:
-    flags, lsn, end_lsn, ts, xid = _PREPARE(buf, 1)
-    gid, end = read_cstring(buf, 30)
-    expect_end(buf, end)
-    return StreamPrepare(flags, lsn, end_lsn, ts, xid, gid)
+    return StreamPrepare(*_prepared(buf))
 
 
 def _streamed(body: _Body) -> Handler:

@@ -21,22 +21,17 @@ from bridge.errors import SourceError
 
 METHOD_KEY, METHOD_CTID, METHOD_WHOLE = "key", "ctid", "whole"
 
-_PUBLISHED_PG15 = """
-SELECT c.oid, pt.schemaname, pt.tablename, pt.attnames, pt.rowfilter
+_PUBLISHED = """
+SELECT c.oid, pt.schemaname, pt.tablename, {columns}
 FROM pg_catalog.pg_publication_tables pt
 JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
 WHERE pt.pubname = %s
 ORDER BY pt.schemaname, pt.tablename
 """
-_PUBLISHED_OLD = """
-SELECT c.oid, pt.schemaname, pt.tablename, NULL::name[], NULL::text
-FROM pg_catalog.pg_publication_tables pt
-JOIN pg_catalog.pg_namespace n ON n.nspname = pt.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
-WHERE pt.pubname = %s
-ORDER BY pt.schemaname, pt.tablename
-"""
+# Column lists and row filters exist from PostgreSQL 15 on.
+_PUBLISHED_PG15 = _PUBLISHED.format(columns="pt.attnames, pt.rowfilter")
+_PUBLISHED_OLD = _PUBLISHED.format(columns="NULL::name[], NULL::text")
 _REPLICATION_SETS = """
 SELECT DISTINCT ON (c.oid) c.oid, n.nspname, c.relname, t.set_att_list,
        pg_catalog.pg_get_expr(t.set_row_filter, t.set_reloid)
