@@ -33,7 +33,7 @@ def ensure_offsets_topic(
 ) -> None:
     """Create the compacted single-partition topic (`what` names it in the error)."""
     admin = AdminClient(client_config)
-    if topic in admin.list_topics(timeout=timeout).topics:
+    if _has_leader(admin, topic, timeout, what):
         return
     spec = NewTopic(topic, num_partitions=1, config={"cleanup.policy": "compact"})
     for future in admin.create_topics([spec], request_timeout=timeout).values():
@@ -45,6 +45,34 @@ def ensure_offsets_topic(
                     f"cannot create {what} {topic!r}: {exc.args[0].str()}",
                     hint="create it (1 partition, cleanup.policy=compact) or grant CreateTopics",
                 ) from None
+    # A topic just created may not have a leader yet: reading it would fail with
+    # "Unknown partition".
+    deadline = time.monotonic() + timeout
+    while not _has_leader(admin, topic, timeout, what):
+        if time.monotonic() > deadline:
+            raise DeliveryError(
+                f"{what} {topic!r} has no partition leader {timeout:.0f}s after its creation",
+                hint="check the broker's health",
+            )
+        time.sleep(0.1)
+
+
+def _has_leader(admin: AdminClient, topic: str, timeout: float, what: str) -> bool:
+    """Whether the broker's metadata lists `topic` with a leader for partition 0.
+
+    A refused login (SASL, TLS) is raised by the client's error callback
+    (`produce.RaiseOnRefusal`), served here, rather than as the bare transport failure
+    the metadata request reports."""
+    try:
+        topics = admin.list_topics(timeout=timeout).topics
+    except KafkaException as exc:
+        admin.poll(0)
+        raise DeliveryError(
+            f"cannot look up {what} {topic!r}: {exc.args[0].str()}",
+            hint="check kafka.bootstrap_servers and that the broker is up",
+        ) from None
+    found = topics.get(topic)
+    return found is not None and 0 in found.partitions and found.partitions[0].leader >= 0
 
 
 def read_committed_lsn(

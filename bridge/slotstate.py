@@ -42,6 +42,7 @@ from bridge.eos import ensure_offsets_topic, read_last_value
 from bridge.errors import DeliveryError, SlotLostError
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
+from bridge.produce import kafka_client_config
 from bridge.source import libpq, slots
 
 log: Final = logging.getLogger("bridge.slotstate")
@@ -133,7 +134,7 @@ class StateTopic:
         self.topic = kafka.state_topic or f"{kafka.topic_prefix}.bridge_state"
         self.key = cfg.source.slot_name.encode()
         self.timeout = kafka.request_timeout_s * 3
-        self._client = kafka.client_config()
+        self._client = kafka_client_config(kafka)  # a refused login stops the bridge
         ensure_offsets_topic(self._client, self.topic, self.timeout, what="state topic")
         self.producer = KafkaProducer(
             {**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
