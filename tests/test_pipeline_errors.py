@@ -3,11 +3,11 @@ transaction (a decoder wrapped to fail on one message, against the real stack)."
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import psycopg
+from running import running
+from waiting import wait_for
 
 from bridge.build import build_pipeline
 from bridge.config import Config
@@ -21,13 +21,6 @@ def slot_position(conn: psycopg.Connection[Any], slot: str) -> LSN:
     ).fetchone()
     assert row is not None
     return LSN.parse(str(row[0])) if row[0] is not None else LSN(0)
-
-
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
@@ -64,29 +57,21 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
         return decode(raw)
 
     pipeline.decode = poisoned
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            pipeline.run()
-        except BaseException as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
-    good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
-    wait_for(lambda: slot_position(pg_conn, slot_name) >= good_end)  # idle follows keepalives
-    with pg_conn.transaction():
-        pg_conn.execute("INSERT INTO t VALUES (2, 'POISON')")
-        # the poisoned transaction's commit record starts here or later
-        lsn = "SELECT pg_current_wal_insert_lsn()"
-        before_poison_commit = LSN.parse(str(pg_conn.execute(lsn).fetchone()[0]))  # type: ignore[index]
-    pg_conn.execute("INSERT INTO t VALUES (3, 'after')")
-    worker.join(60)
-    assert not worker.is_alive()
-    assert failure and isinstance(failure[0], ProtocolError)
-    assert "poisoned" in str(failure[0])
+    with running(pipeline) as bridge:
+        pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
+        good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
+        wait_for(  # idle follows keepalives
+            lambda: slot_position(pg_conn, slot_name) >= good_end, 60, "the good transaction's ack"
+        )
+        with pg_conn.transaction():
+            pg_conn.execute("INSERT INTO t VALUES (2, 'POISON')")
+            # the poisoned transaction's commit record starts here or later
+            lsn = "SELECT pg_current_wal_insert_lsn()"
+            before_poison_commit = LSN.parse(str(pg_conn.execute(lsn).fetchone()[0]))  # type: ignore[index]
+        pg_conn.execute("INSERT INTO t VALUES (3, 'after')")
+        error = bridge.join()
+    assert isinstance(error, ProtocolError)
+    assert "poisoned" in str(error)
     # Idle, the bridge may confirm a keepalive's position, the walsender's decoding
     # position: possibly inside the poisoned transaction, never past its commit record,
     # so PostgreSQL still sends it again on restart.

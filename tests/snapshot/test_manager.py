@@ -73,7 +73,7 @@ def test_initial_only_stops_at_the_seam_and_streaming_continues_from_it(
     make_table(pg_conn, "t", ROWS)
     reader = topic("public.t")
     only = run_bridge(make_settings(mode="initial_only"))
-    wait_for(only.finished, 120, "initial_only to end by itself")
+    wait_for(lambda: not only.alive(), 120, "initial_only to end by itself")
     only.stop()
     pg_conn.execute("INSERT INTO t VALUES (100, 0, 'after the snapshot')")
     run = _initial_run(pg_conn)
