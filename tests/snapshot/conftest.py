@@ -11,7 +11,7 @@ from running import PipelineThread, start
 
 from bridge.config import Config
 
-from .helpers import TopicReader, settings
+from .helpers import RunBridge, TopicReader, settings
 
 Settings = Callable[..., dict[str, Any]]
 
@@ -31,12 +31,12 @@ def make_settings(
 
 
 @pytest.fixture
-def run_bridge() -> Iterator[Callable[[dict[str, Any]], PipelineThread]]:
-    """`run_bridge(settings)`: a Pipeline on a thread, stopped at the end if still running."""
+def run_bridge(make_settings: Settings) -> Iterator[RunBridge]:
+    """A Pipeline on a thread with these snapshot options, stopped at the end if still running."""
     started: list[PipelineThread] = []
 
-    def start_one(config: dict[str, Any]) -> PipelineThread:
-        bridge = start(Config(**config))
+    def start_one(**snapshot: Any) -> PipelineThread:
+        bridge = start(Config(**make_settings(**snapshot)))
         started.append(bridge)
         return bridge
 
