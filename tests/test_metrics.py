@@ -16,6 +16,7 @@ import httpx
 import psycopg
 import pytest
 from confluent_kafka import KafkaError
+from delivery.helpers import bridge_settings
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from running import running
@@ -516,25 +517,15 @@ def test_live_pipeline_metrics_and_health(
     slot_name: str,
     publication_name: str,
     topic_prefix: str,
+    tmp_path: Path,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     pg_conn.execute("INSERT INTO t VALUES (100, 'before'), (101, 'before')")  # snapshotted
-    cfg = Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": pg_db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot_name,
-            "publication_name": publication_name,
-            "status_interval_s": 1.0,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": topic_prefix},
-        registry={"url": stack.registry_url},
-        snapshot={"mode": "initial"},
-        http={"port": 0},
+    settings = bridge_settings(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path / "spill"
     )
+    settings["snapshot"] = {"mode": "initial"}
+    cfg = Config(**settings)
     metrics = Metrics()
     pipeline = build_pipeline(cfg, metrics)
     server = HealthServer(metrics, "127.0.0.1", 0).start()

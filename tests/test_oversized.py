@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+from delivery.helpers import bridge_settings
 from running import running
 from waiting import wait_for
 
@@ -97,23 +98,9 @@ def test_topic_limits_come_from_the_topic_or_the_broker_default(
 def _config(
     stack: Any, db: str, slot: str, publication: str, prefix: str, tmp: Path, mode: str
 ) -> Config:
-    return Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot,
-            "publication_name": publication,
-            "status_interval_s": 1.0,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
-        registry={"url": stack.registry_url},
-        http={"port": 0},
-        snapshot={"mode": "no_data"},
-        pipeline={"oversized": mode, "spill_dir": str(tmp)},
-    )
+    settings = bridge_settings(stack, db, slot, publication, prefix, tmp)
+    settings["pipeline"]["oversized"] = mode
+    return Config(**settings)
 
 
 @pytest.fixture

@@ -3,9 +3,11 @@ transaction (a decoder wrapped to fail on one message, against the real stack)."
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import psycopg
+from delivery.helpers import bridge_settings
 from running import running
 from waiting import wait_for
 
@@ -30,24 +32,14 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
     slot_name: str,
     publication_name: str,
     topic_prefix: str,
+    tmp_path: Path,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
-    cfg = Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": pg_db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot_name,
-            "publication_name": publication_name,
-            "status_interval_s": 0.2,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": topic_prefix},
-        registry={"url": stack.registry_url},
-        http={"port": 0},
-        snapshot={"mode": "no_data"},
+    settings = bridge_settings(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path / "spill"
     )
+    settings["source"]["status_interval_s"] = 0.2
+    cfg = Config(**settings)
     pipeline = build_pipeline(cfg)
     decode = pipeline.decode
 
