@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import psycopg
-from schema.live import Decoders, RunningPipeline, bridge_config, read_topic, unique
+from running import running
+from schema.live import Decoders, bridge_config, read_topic, unique
 
 
 def _row_fields(envelope: dict[str, Any]) -> list[str]:
@@ -35,14 +36,11 @@ def test_excluded_column_is_absent_from_records_and_registered_schema(stack: Any
                     ),
                 }
             )
-            running = RunningPipeline(cfg)
-            try:
+            with running(cfg) as bridge:
                 conn.execute("INSERT INTO people VALUES (1, 'Ada', '123-45', 1), (2, 'Bo', 'x', 2)")
                 conn.execute("UPDATE people SET ssn = 'changed', n = 3 WHERE id = 1")
                 topic = f"{prefix}-public-people"
-                received = read_topic(cfg, topic, 3, alive=lambda: running.alive)
-            finally:
-                running.stop()
+                received = read_topic(cfg, topic, 3, alive=bridge.alive)
         decoders = Decoders(cfg)
         assert len(received) == 3
         values = [decoders.value(topic, r.value) for r in received]

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,6 +18,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from running import running
 from waiting import wait_for
 
 from bridge.build import build_pipeline
@@ -157,37 +157,22 @@ def test_second_instance_fences_the_first(
     topic_prefix: str,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
-    first = build_pipeline(
-        Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix))
-    )
-    failure: list[BaseException] = []
-
-    def run_first() -> None:
+    cfg = Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix))
+    with running(cfg) as first:
+        pg_conn.execute("INSERT INTO t VALUES (1)")
+        reader = Reader(stack, f"{topic_prefix}.public.t")
         try:
-            first.run()
-        except BaseException as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=run_first, daemon=True)
-    worker.start()
-    pg_conn.execute("INSERT INTO t VALUES (1)")
-    reader = Reader(stack, f"{topic_prefix}.public.t")
-    try:
-        reader.read_until(lambda: 1 in reader.counts)
-        # Same slot name → same transactional id: constructing it fences the first.
-        second = build_pipeline(
-            Config(**settings(stack, pg_db, slot_name, publication_name, topic_prefix))
-        )
-        pg_conn.execute("INSERT INTO t VALUES (2)")
-        worker.join(60)
-        assert not worker.is_alive()
-        assert failure and isinstance(failure[0], DeliveryError)
-        assert "fenced" in str(failure[0])
-        second.stop()
-        second.producer.close()
-    finally:
-        first.stop()
-        reader.close()
+            reader.read_until(lambda: 1 in reader.counts)
+            # Same slot name → same transactional id: constructing it fences the first.
+            second = build_pipeline(cfg)
+            pg_conn.execute("INSERT INTO t VALUES (2)")
+            failure = first.join()
+            assert isinstance(failure, DeliveryError)
+            assert "fenced" in str(failure)
+            second.stop()
+            second.producer.close()
+        finally:
+            reader.close()
 
 
 @pytest.mark.parametrize("records", [1])

@@ -16,16 +16,16 @@ import psycopg
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from running import running
 from schema.live import (
     Decoders,
-    RunningPipeline,
     bridge_config,
     confirmed_flush,
     read_topic,
     schema_id,
     topic_size,
-    wait_until,
 )
+from waiting import wait_for
 
 from bridge.errors import SchemaError
 
@@ -69,18 +69,15 @@ def test_each_alter_registers_a_version_before_its_first_row(
     topic = f"{topic_prefix}.public.evo"
     subject = f"{topic}-value"
     decoders = Decoders(cfg)
-    running = RunningPipeline(cfg)
-    try:
+    with running(cfg) as bridge:
         pg_conn.execute(FIRST)
-        assert len(read_topic(cfg, topic, 1, alive=lambda: running.alive)) == 1
+        assert len(read_topic(cfg, topic, 1, alive=bridge.alive)) == 1
         # Nullable fields with defaults: every step must pass a BACKWARD check.
         decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
         for ddl, insert, _ in STEPS:
             pg_conn.execute(ddl)
             pg_conn.execute(insert)
-        received = read_topic(cfg, topic, 1 + len(STEPS), alive=lambda: running.alive)
-    finally:
-        running.stop()
+        received = read_topic(cfg, topic, 1 + len(STEPS), alive=bridge.alive)
 
     expected = [{"id": 1, "a": 1, "b": "one"}, *(after for _, _, after in STEPS)]
     assert len(received) == len(expected)
@@ -113,14 +110,15 @@ def test_registry_refusal_stops_before_the_refused_transaction(
     topic = f"{topic_prefix}.public.evo"
     subject = f"{topic}-value"
     decoders = Decoders(cfg)
-    running = RunningPipeline(cfg)
-    try:
+    with running(cfg) as bridge:
         pg_conn.execute(FIRST)
-        (first,) = read_topic(cfg, topic, 1, alive=lambda: running.alive)
+        (first,) = read_topic(cfg, topic, 1, alive=bridge.alive)
         delivered_lsn = decoders.raw(first.value or b"")["source"]["lsn"]
-        wait_until(
+        wait_for(
             lambda: confirmed_flush(pg_conn, slot) > delivered_lsn,
+            30,
             "the slot to confirm the delivered transaction",
+            every=0.1,
         )
         decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
         pg_conn.execute("ALTER TABLE evo ALTER COLUMN b TYPE int USING length(b)")
@@ -130,9 +128,7 @@ def test_registry_refusal_stops_before_the_refused_transaction(
             row = pg_conn.execute(lsn).fetchone()
         assert row is not None
         before_commit = int(row[0])  # the refused transaction's commit record starts here or later
-        error = running.join()
-    finally:
-        running.pipeline.stop()
+        error = bridge.join()
 
     assert isinstance(error, SchemaError), repr(error)
     assert "table public.evo" in error.message
@@ -157,11 +153,8 @@ def test_registry_refusal_stops_before_the_refused_transaction(
     decoders.client.set_compatibility(subject_name=subject, level="NONE")
     decoders.client.set_compatibility(level="NONE")
     try:
-        running = RunningPipeline(cfg)
-        try:
-            received = read_topic(cfg, topic, 2, alive=lambda: running.alive)
-        finally:
-            running.stop()
+        with running(cfg) as bridge:
+            received = read_topic(cfg, topic, 2, alive=bridge.alive)
     finally:
         decoders.client.set_compatibility(level=previous)
     assert [decoders.value(topic, r.value)["after"] for r in received] == [

@@ -16,8 +16,10 @@ import httpx
 import psycopg
 import pytest
 from confluent_kafka import KafkaError
+from delivery.helpers import bridge_settings
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from running import running
 from waiting import wait_for
 
 from bridge import __version__
@@ -515,78 +517,66 @@ def test_live_pipeline_metrics_and_health(
     slot_name: str,
     publication_name: str,
     topic_prefix: str,
+    tmp_path: Path,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
     pg_conn.execute("INSERT INTO t VALUES (100, 'before'), (101, 'before')")  # snapshotted
-    cfg = Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": pg_db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot_name,
-            "publication_name": publication_name,
-            "status_interval_s": 1.0,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": topic_prefix},
-        registry={"url": stack.registry_url},
-        snapshot={"mode": "initial"},
-        http={"port": 0},
+    settings = bridge_settings(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path / "spill"
     )
+    settings["snapshot"] = {"mode": "initial"}
+    cfg = Config(**settings)
     metrics = Metrics()
     pipeline = build_pipeline(cfg, metrics)
     server = HealthServer(metrics, "127.0.0.1", 0).start()
     monitor = Monitor.for_config(cfg, metrics, interval_s=0.5).start()
-    worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
     base = f"http://127.0.0.1:{server.port}"
     try:
-        worker.start()
-        wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "/readyz 200")
-        assert httpx.get(f"{base}/healthz").status_code == 200
-        row = pg_conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
-        assert row is not None
-        before = int(row[0])
-        for i in range(3):
-            pg_conn.execute("INSERT INTO t VALUES (%s, 'x')", (i,))
-        pg_conn.execute("INSERT INTO t SELECT g, 'y' FROM generate_series(10, 13) g")
-        pg_conn.execute("UPDATE t SET v = 'z' WHERE id = 10")
-        pg_conn.execute("DELETE FROM t WHERE id = 11")
+        with running(pipeline):
+            wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "/readyz 200")
+            assert httpx.get(f"{base}/healthz").status_code == 200
+            row = pg_conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
+            assert row is not None
+            before = int(row[0])
+            for i in range(3):
+                pg_conn.execute("INSERT INTO t VALUES (%s, 'x')", (i,))
+            pg_conn.execute("INSERT INTO t SELECT g, 'y' FROM generate_series(10, 13) g")
+            pg_conn.execute("UPDATE t SET v = 'z' WHERE id = 10")
+            pg_conn.execute("DELETE FROM t WHERE id = 11")
 
-        def acknowledged() -> str | None:
-            # Every transaction begun (its rows counted) and passed by the flush LSN: the
-            # tracker's, and the one reported, which waits for the position's record in the
-            # state topic (bridge/slotstate.py, at most a second behind).
-            text = httpx.get(f"{base}/metrics").text
-            counted = value(text, "bridge_events_total", table="public.t", op="d") == 1
-            reported = (value(text, "bridge_confirmed_flush_lsn") or 0) > before
-            passed = value(text, "bridge_open_transactions") == 0
-            return text if counted and passed and reported else None
+            def acknowledged() -> str | None:
+                # Every transaction begun (its rows counted) and passed by the flush LSN: the
+                # tracker's, and the one reported, which waits for the position's record in the
+                # state topic (bridge/slotstate.py, at most a second behind).
+                text = httpx.get(f"{base}/metrics").text
+                counted = value(text, "bridge_events_total", table="public.t", op="d") == 1
+                reported = (value(text, "bridge_confirmed_flush_lsn") or 0) > before
+                passed = value(text, "bridge_open_transactions") == 0
+                return text if counted and passed and reported else None
 
-        text = wait_for(acknowledged, 60, "the changes to be acknowledged")
-        assert value(text, "bridge_events_total", table="public.t", op="c") == 7
-        assert value(text, "bridge_events_total", table="public.t", op="u") == 1
-        assert value(text, "bridge_snapshot_rows_total", table="public.t") == 2
-        flushed = value(text, "bridge_confirmed_flush_lsn")
-        assert flushed is not None and flushed > before
-        assert value(text, "bridge_in_flight_records") == 0
-        source_lag = value(text, "bridge_source_lag_seconds")
-        assert source_lag is not None and 0 <= source_lag < 60
-        for dep in ("postgres", "kafka", "registry"):
-            assert value(text, "bridge_connected", dependency=dep) == 1, dep
-        assert value(text, "bridge_errors_total", stage="produce") == 0
-        wait_for(
-            lambda: value(httpx.get(f"{base}/metrics").text, "bridge_slot_lag_bytes") is not None,
-            60,
-            "a slot lag sample",
-        )
-        assert httpx.get(f"{base}/healthz").status_code == 200
+            text = wait_for(acknowledged, 60, "the changes to be acknowledged")
+            assert value(text, "bridge_events_total", table="public.t", op="c") == 7
+            assert value(text, "bridge_events_total", table="public.t", op="u") == 1
+            assert value(text, "bridge_snapshot_rows_total", table="public.t") == 2
+            flushed = value(text, "bridge_confirmed_flush_lsn")
+            assert flushed is not None and flushed > before
+            assert value(text, "bridge_in_flight_records") == 0
+            source_lag = value(text, "bridge_source_lag_seconds")
+            assert source_lag is not None and 0 <= source_lag < 60
+            for dep in ("postgres", "kafka", "registry"):
+                assert value(text, "bridge_connected", dependency=dep) == 1, dep
+            assert value(text, "bridge_errors_total", stage="produce") == 0
+            wait_for(
+                lambda: (
+                    value(httpx.get(f"{base}/metrics").text, "bridge_slot_lag_bytes") is not None
+                ),
+                60,
+                "a slot lag sample",
+            )
+            assert httpx.get(f"{base}/healthz").status_code == 200
     finally:
-        pipeline.stop()
-        worker.join(60)
         monitor.stop()
     try:
-        assert not worker.is_alive()
         reply = httpx.get(f"{base}/readyz")
         assert reply.status_code == 503 and "postgres not connected" in reply.text
     finally:

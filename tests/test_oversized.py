@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,11 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from delivery.helpers import bridge_settings
+from running import running
 from waiting import wait_for
 
 from bridge.acks import AckTracker
-from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.demo import consume
 from bridge.errors import DeliveryError
@@ -95,47 +95,12 @@ def test_topic_limits_come_from_the_topic_or_the_broker_default(
     assert 10_000 < bigger.get(f"{topic_prefix}.not_yet") < 50_000_000 - RECORD_OVERHEAD
 
 
-class _Running:
-    """A Pipeline in a thread, keeping the exception it ended with."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.pipeline = build_pipeline(cfg)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.pipeline.run()
-        except BaseException as exc:  # reported to the test thread
-            self.error = exc
-
-    def stop(self) -> None:
-        self.pipeline.stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive()
-
-
 def _config(
     stack: Any, db: str, slot: str, publication: str, prefix: str, tmp: Path, mode: str
 ) -> Config:
-    return Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot,
-            "publication_name": publication,
-            "status_interval_s": 1.0,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
-        registry={"url": stack.registry_url},
-        http={"port": 0},
-        snapshot={"mode": "no_data"},
-        pipeline={"oversized": mode, "spill_dir": str(tmp)},
-    )
+    settings = bridge_settings(stack, db, slot, publication, prefix, tmp)
+    settings["pipeline"]["oversized"] = mode
+    return Config(**settings)
 
 
 @pytest.fixture
@@ -203,18 +168,13 @@ def test_stop_mode_names_table_and_key_and_holds_the_slot(
 ) -> None:
     pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, payload text)")
     cfg = _config(stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path, "stop")
-    running = _Running(cfg)
-    try:
+    with running(cfg) as bridge:
         first = _write(pg_conn, "INSERT INTO big VALUES (1, 'small')")
         wait_for(
             lambda: _confirmed_at_least(pg_conn, slot_name, first), 60, f"the slot to pass {first}"
         )
         inside_big = _write(pg_conn, BIG_ROW, (2,))
-        running.thread.join(60)
-        assert not running.thread.is_alive(), "the pipeline did not stop on the oversized row"
-    finally:
-        running.stop()
-    error = running.error
+        error = bridge.join()  # fails unless the pipeline stops on the oversized row
     assert isinstance(error, DeliveryError), error
     assert "public.big" in error.message and "{'id': 2}" in error.message
     assert small_topic in error.message and "10000" in error.message
@@ -246,8 +206,7 @@ def test_dead_letter_mode_diverts_the_row_and_keeps_flowing(
 ) -> None:
     pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, payload text)")
     cfg = _config(stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path, "dead_letter")
-    running = _Running(cfg)
-    try:
+    with running(cfg) as bridge:  # re-raises whatever the pipeline dies of
         _write(pg_conn, BIG_ROW, (1,))
         last = _write(pg_conn, "INSERT INTO big VALUES (2, 'small')")
         dead = _read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 1)
@@ -255,10 +214,8 @@ def test_dead_letter_mode_diverts_the_row_and_keeps_flowing(
         wait_for(
             lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
         )
-        assert running.error is None and running.thread.is_alive()
-    finally:
-        running.stop()
-    assert running.error is None
+        assert bridge.error is None and bridge.alive()
+    assert bridge.error is None
     assert len(dead) == 1
     _, record = dead[0]
     assert record["table"] == "public.big" and record["topic"] == small_topic

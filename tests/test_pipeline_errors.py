@@ -3,11 +3,13 @@ transaction (a decoder wrapped to fail on one message, against the real stack)."
 
 from __future__ import annotations
 
-import threading
-import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
+from delivery.helpers import bridge_settings
+from running import running
+from waiting import wait_for
 
 from bridge.build import build_pipeline
 from bridge.config import Config
@@ -23,13 +25,6 @@ def slot_position(conn: psycopg.Connection[Any], slot: str) -> LSN:
     return LSN.parse(str(row[0])) if row[0] is not None else LSN(0)
 
 
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
     stack: Any,
     pg_db: str,
@@ -37,24 +32,14 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
     slot_name: str,
     publication_name: str,
     topic_prefix: str,
+    tmp_path: Path,
 ) -> None:
     pg_conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
-    cfg = Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": pg_db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-            "slot_name": slot_name,
-            "publication_name": publication_name,
-            "status_interval_s": 0.2,
-        },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": topic_prefix},
-        registry={"url": stack.registry_url},
-        http={"port": 0},
-        snapshot={"mode": "no_data"},
+    settings = bridge_settings(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path / "spill"
     )
+    settings["source"]["status_interval_s"] = 0.2
+    cfg = Config(**settings)
     pipeline = build_pipeline(cfg)
     decode = pipeline.decode
 
@@ -64,29 +49,21 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
         return decode(raw)
 
     pipeline.decode = poisoned
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            pipeline.run()
-        except BaseException as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
-    good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
-    wait_for(lambda: slot_position(pg_conn, slot_name) >= good_end)  # idle follows keepalives
-    with pg_conn.transaction():
-        pg_conn.execute("INSERT INTO t VALUES (2, 'POISON')")
-        # the poisoned transaction's commit record starts here or later
-        lsn = "SELECT pg_current_wal_insert_lsn()"
-        before_poison_commit = LSN.parse(str(pg_conn.execute(lsn).fetchone()[0]))  # type: ignore[index]
-    pg_conn.execute("INSERT INTO t VALUES (3, 'after')")
-    worker.join(60)
-    assert not worker.is_alive()
-    assert failure and isinstance(failure[0], ProtocolError)
-    assert "poisoned" in str(failure[0])
+    with running(pipeline) as bridge:
+        pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
+        good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
+        wait_for(  # idle follows keepalives
+            lambda: slot_position(pg_conn, slot_name) >= good_end, 60, "the good transaction's ack"
+        )
+        with pg_conn.transaction():
+            pg_conn.execute("INSERT INTO t VALUES (2, 'POISON')")
+            # the poisoned transaction's commit record starts here or later
+            lsn = "SELECT pg_current_wal_insert_lsn()"
+            before_poison_commit = LSN.parse(str(pg_conn.execute(lsn).fetchone()[0]))  # type: ignore[index]
+        pg_conn.execute("INSERT INTO t VALUES (3, 'after')")
+        error = bridge.join()
+    assert isinstance(error, ProtocolError)
+    assert "poisoned" in str(error)
     # Idle, the bridge may confirm a keepalive's position, the walsender's decoding
     # position: possibly inside the poisoned transaction, never past its commit record,
     # so PostgreSQL still sends it again on restart.

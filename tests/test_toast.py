@@ -18,7 +18,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from schema.live import Decoders, RunningPipeline, bridge_config, read_topic, unique
+from running import running
+from schema.live import Decoders, bridge_config, read_topic, unique
 
 from bridge.schema.table import UNAVAILABLE
 
@@ -52,21 +53,16 @@ def run(request: pytest.FixtureRequest, stack: Any) -> Iterator[Run]:
                     conn.execute(f"ALTER TABLE {table} ALTER {column} SET STORAGE EXTERNAL")
                 conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY {identity}")
             cfg = bridge_config(stack, dbname, prefix=prefix, avro={"toast_mode": mode})
-            running = RunningPipeline(cfg)
-            try:
+            with running(cfg) as bridge:
                 for table in TABLES:
                     conn.execute(
                         f"INSERT INTO {table} VALUES (1, 0, %s, %s, %s)", (BODY, BLOB, NUMS)
                     )
                     conn.execute(f"UPDATE {table} SET flag = 1 WHERE id = 1")
                 received = {
-                    table: read_topic(
-                        cfg, f"{prefix}.public.{table}", 2, alive=lambda: running.alive
-                    )
+                    table: read_topic(cfg, f"{prefix}.public.{table}", 2, alive=bridge.alive)
                     for table in TABLES
                 }
-            finally:
-                running.stop()
             row = conn.execute(
                 "SELECT pg_column_size(body), pg_column_size(blob) FROM toast_default"
             ).fetchone()

@@ -26,6 +26,7 @@ import pytest
 from psycopg import sql
 from psycopg.types import TypeInfo
 from psycopg.types.hstore import register_hstore
+from running import running
 from schema.every_type import (
     LOADERS,
     PLAIN,
@@ -42,7 +43,7 @@ from schema.every_type import (
     tag,
 )
 from schema.helpers import canon
-from schema.live import Decoders, Received, RunningPipeline, bridge_config, read_topic, unique
+from schema.live import Decoders, Received, bridge_config, read_topic, unique
 
 TABLE = "every_type"
 # Session settings that change text output: the walsender must not let them reach the
@@ -109,8 +110,7 @@ def outcome(request: pytest.FixtureRequest, stack: Any) -> Iterator[Outcome]:
             )
             conn.execute(f"ALTER TABLE {TABLE} REPLICA IDENTITY FULL")
             cfg = bridge_config(stack, dbname, prefix=prefix, binary=mode == "binary")
-            running = RunningPipeline(cfg)
-            try:
+            with running(cfg) as bridge:
                 with conn.transaction():
                     for row in range(ROWS):
                         values = sql.SQL(", ").join(cell(f, row) for f in flds)
@@ -121,9 +121,7 @@ def outcome(request: pytest.FixtureRequest, stack: Any) -> Iterator[Outcome]:
                         )
                 selected = _select(conn, flds)
                 conn.execute(f"DELETE FROM {TABLE}")
-                received = read_topic(cfg, topic, 3 * ROWS, alive=lambda: running.alive)
-            finally:
-                running.stop()
+                received = read_topic(cfg, topic, 3 * ROWS, alive=bridge.alive)
         assert len(received) == 3 * ROWS, f"{mode}: read {len(received)} of {3 * ROWS} records"
         decoders = Decoders(cfg)
         raw = [

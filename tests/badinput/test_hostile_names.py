@@ -29,7 +29,8 @@ from psycopg import sql
 
 from bridge.config import Config
 from tests.badinput.cli import bridge, stack_config
-from tests.schema.live import Decoders, RunningPipeline, read_topic, unique
+from tests.running import running
+from tests.schema.live import Decoders, read_topic, unique
 
 INJECTION = '"; DROP TABLE victim; --'
 BOBBY = "Robert'); --"
@@ -180,18 +181,15 @@ def run(request: pytest.FixtureRequest, stack: Any) -> Iterator[Run]:
                 snapshot={"mode": "initial"},
                 http={"port": 0},
             )
-            running = RunningPipeline(cfg)
-            try:
+            with running(cfg) as pipeline:
                 for table in TABLES:
                     change(conn, table)
                 received = {
                     f"{prefix}.{t.topic}": read_topic(
-                        cfg, f"{prefix}.{t.topic}", 5, alive=lambda: running.alive
+                        cfg, f"{prefix}.{t.topic}", 5, alive=pipeline.alive
                     )
                     for t in TABLES
                 }
-            finally:
-                running.stop()
             victims = conn.execute("SELECT * FROM victim").fetchall()
             (left,) = conn.execute(
                 "SELECT count(*) FROM pg_tables WHERE tablename = ANY(%s)",

@@ -8,7 +8,6 @@ through the whole Pipeline into Kafka.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,7 +17,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation, Startup
 from bridge.demo import consume
@@ -26,6 +24,7 @@ from bridge.errors import SourceError
 from bridge.plugins import ensure_pglogical
 from bridge.source import libpq
 from tests.decode.live import LiveSource, Open, one_transaction, source_config, table
+from tests.running import running
 
 ITEMS = """
 CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2), at timestamptz,
@@ -206,10 +205,7 @@ def test_pipeline_to_kafka(
         pipeline={"spill_dir": tmp_path},
         http={"port": 0},
     )
-    pipeline = build_pipeline(cfg)
-    worker = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
-    worker.start()
-    try:
+    with running(cfg):
         pg_conn.execute(
             "INSERT INTO items VALUES (1, 'one', 1.50, '2024-05-06 07:08:09+00', '{7}', '[]'), "
             "(2, 'two', NULL, NULL, NULL, NULL)"
@@ -217,10 +213,6 @@ def test_pipeline_to_kafka(
         pg_conn.execute("UPDATE items SET price = 2.25 WHERE id = 1")
         pg_conn.execute("DELETE FROM items WHERE id = 2")
         records = consume(cfg, f"{topic_prefix}.public.items", 5)
-    finally:
-        pipeline.stop()
-        worker.join(60)
-    assert not worker.is_alive()
     summary = [(key["id"], value and value["op"]) for key, value in records]
     assert summary == [(1, "c"), (2, "c"), (1, "u"), (2, "d"), (2, None)]
     after = records[2][1]["after"]

@@ -1,4 +1,4 @@
-"""Running the bridge (subprocess or thread) and watching its replication slot.
+"""Running the bridge as a process and watching its replication slot.
 
 The slot is the ground truth of what the bridge acknowledged: `confirmed_flush_lsn`
 in `pg_replication_slots` is exactly what PostgreSQL will skip after a restart.
@@ -22,8 +22,6 @@ import psycopg
 import yaml
 from waiting import wait_for
 
-from bridge.build import build_pipeline
-from bridge.config import Config
 from bridge.lsn import LSN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,39 +138,6 @@ class BridgeFactory(Protocol):
     """The `bridge_process` fixture: a BridgeProcess (not started) that the test cleans up."""
 
     def __call__(self, cfg: dict[str, Any], prefix: Sequence[str] = ()) -> BridgeProcess: ...
-
-
-class PipelineThread:
-    """A `Pipeline` on a daemon thread; an exception it dies of is kept for the test."""
-
-    def __init__(self, settings: dict[str, Any]) -> None:
-        self.pipeline = build_pipeline(Config(**settings))
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.pipeline.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def check(self) -> None:
-        """Re-raise what the pipeline died of; fail if it stopped without an error."""
-        if self.error is not None:
-            raise self.error
-        assert self.alive(), "pipeline stopped by itself"
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """Graceful stop; re-raises what the pipeline died of."""
-        self.pipeline.stop()
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"pipeline did not stop within {timeout:.0f}s"
-        if self.error is not None:
-            raise self.error
 
 
 class SlotState(NamedTuple):

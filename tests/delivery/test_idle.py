@@ -14,9 +14,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from running import running
 from waiting import wait_for
 
-from .helpers import PipelineThread, SlotMonitor, insert_lsn, wait_slot_active
+from bridge.config import Config
+
+from .helpers import SlotMonitor, insert_lsn, wait_slot_active
 from .ledger import LEDGER_DDL, LedgerWriter
 
 
@@ -50,8 +53,7 @@ def test_idle_slot_follows_the_server(
 ) -> None:
     pg_conn.execute("CREATE TABLE quiet (id int PRIMARY KEY)")
     settings["pipeline"]["heartbeat_interval_s"] = heartbeat_s
-    bridge = PipelineThread(settings)
-    try:
+    with running(Config(**settings)) as bridge:
         wait_slot_active(pg_conn, slot_name, bridge)
         if captured_change:
             pg_conn.execute("INSERT INTO quiet VALUES (1)")
@@ -73,5 +75,3 @@ def test_idle_slot_follows_the_server(
             writer.stop()
             monitor.stop()
         assert all(s.state.active for s in monitor.samples), "A's walsender went away"
-    finally:
-        bridge.stop()

@@ -19,8 +19,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from running import running
 
-from .helpers import PipelineThread, SlotMonitor, wait_slot_active
+from bridge.config import Config
+
+from .helpers import SlotMonitor, wait_slot_active
 from .kafka_io import Rec, TopicReader, assert_acks_follow_appends, create_topics
 
 TRANSACTIONS = 1000
@@ -246,24 +249,22 @@ def test_per_key_order_is_commit_order(
     topics = create_topics(
         kafka_bootstrap, [f"{topic_prefix}.public.{t}" for t in TABLES], partitions=4
     )
-    bridge = PipelineThread(settings)
-    wait_slot_active(pg_conn, slot_name, bridge)
-    monitor = SlotMonitor(pg_dsn, slot_name)
-    reader = TopicReader(kafka_bootstrap, registry_url, topics)
-    try:
-        workload = Workload(pg_conn, seed)
-        for _ in range(TRANSACTIONS):
-            workload.transaction()
-        expected, per_xid = expected_history(pg_conn)
-        total = sum(per_xid.values())
-        reader.read_until(lambda recs: len(recs) >= total, 120, f"{total} records")
-        bridge.stop()
-        reader.read_to_end()
-    finally:
-        if bridge.alive():
-            bridge.pipeline.stop()
-        samples = monitor.stop()
-        reader.close()
+    with running(Config(**settings)) as bridge:
+        wait_slot_active(pg_conn, slot_name, bridge)
+        monitor = SlotMonitor(pg_dsn, slot_name)
+        reader = TopicReader(kafka_bootstrap, registry_url, topics)
+        try:
+            workload = Workload(pg_conn, seed)
+            for _ in range(TRANSACTIONS):
+                workload.transaction()
+            expected, per_xid = expected_history(pg_conn)
+            total = sum(per_xid.values())
+            reader.read_until(lambda recs: len(recs) >= total, 120, f"{total} records")
+            bridge.stop()
+            reader.read_to_end()
+        finally:
+            samples = monitor.stop()
+            reader.close()
 
     got = kafka_history(reader.records, topic_prefix)
     assert len(per_xid) > TRANSACTIONS * 0.9, "the workload committed too little"

@@ -1,4 +1,5 @@
-"""The whole Pipeline on the shared stack, and a plain consumer for its topics (live e2e tests).
+"""Configuration for the whole Pipeline on the shared stack (run with tests/running.py),
+and a plain consumer for its topics (live e2e tests).
 
 Used by tests/test_types_e2e.py, test_evolution.py and test_toast.py. Records are read
 back with confluent-kafka and the registry, never with bridge code, so the tests see
@@ -10,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -22,7 +22,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from bridge.build import build_pipeline
 from bridge.config import Config
 
 # Logical types whose Python form cannot hold every value the bridge writes (±infinity
@@ -62,39 +61,6 @@ def bridge_config(
         snapshot={"mode": "no_data"},  # tests stream changes made after the start
         http={"port": 0},
     )
-
-
-class RunningPipeline:
-    """A Pipeline on a daemon thread; the slot exists once the constructor returns."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.pipeline = build_pipeline(cfg)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="bridge", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.pipeline.run()
-        except BaseException as exc:
-            self.error = exc
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self, timeout: float = 60.0) -> BaseException | None:
-        """Wait for the thread to end by itself (after an error); returns the error."""
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the pipeline did not stop"
-        return self.error
-
-    def stop(self) -> None:
-        """Graceful stop; re-raises whatever ended the pipeline."""
-        self.pipeline.stop()
-        self.join()
-        if self.error is not None:
-            raise self.error
 
 
 class Received(NamedTuple):
@@ -156,13 +122,6 @@ def topic_size(cfg: Config, topic: str) -> int:
     finally:
         consumer.close()
     return int(high) - int(low)
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.1)  # poll interval of a condition wait, not synchronisation
 
 
 def confirmed_flush(conn: Any, slot: str) -> int:

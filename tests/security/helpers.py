@@ -1,15 +1,11 @@
-"""Bridge settings for the secured stack, a Pipeline run in a thread, and another CA."""
+"""Bridge settings for the secured stack, and another CA."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bridge.build import build_pipeline
 from bridge.config import Config
 
 
@@ -70,36 +66,3 @@ def other_ca(directory: Path) -> Path:
     """The certificate of a CA that signed none of the stack's servers."""
     stack_tls = importlib.import_module("stack_tls")  # deploy/local is on sys.path by now
     return Path(stack_tls.CertificateAuthority(directory, "other").cert_path)
-
-
-class RunningPipeline:
-    """A Pipeline on a thread; `error` is whatever ended its run, if anything did."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.pipeline = build_pipeline(cfg)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.pipeline.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self, timeout: float = 60.0) -> None:
-        self.pipeline.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the pipeline did not stop"
-
-
-@contextlib.contextmanager
-def running(cfg: Config) -> Iterator[RunningPipeline]:
-    """Stream while the block runs; re-raise a failure of the pipeline afterwards."""
-    run = RunningPipeline(cfg)
-    try:
-        yield run
-    finally:
-        run.stop()
-    if run.error is not None:
-        raise run.error

@@ -15,13 +15,12 @@ import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
 from psycopg import sql
+from running import running
 
 from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.demo import consume
 from bridge.errors import SourceError
-
-from .helpers import running
 
 pytestmark = pytest.mark.live
 

@@ -10,12 +10,13 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from running import running
 
 from bridge.check import run_checks
 from bridge.config import Config
 from bridge.errors import SchemaError
 
-from .helpers import Credentials, RunningPipeline, changed, other_ca
+from .helpers import Credentials, changed, other_ca
 
 pytestmark = pytest.mark.live
 
@@ -67,11 +68,8 @@ def test_pipeline_stops_on_refused_registry_credentials(
     cfg = changed(settings, "registry", basic_auth_password="not-it")
     with psycopg.connect(secure_stack.dsn(secure_db), autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
-        run = RunningPipeline(cfg)
-        try:
+        with running(cfg) as bridge:
             conn.execute("INSERT INTO t VALUES (1)")  # its schema is registered first
-            run.thread.join(60)
-        finally:
-            run.stop()
-    assert isinstance(run.error, SchemaError), run.error
-    assert "HTTP 401" in str(run.error)
+            error = bridge.join()
+    assert isinstance(error, SchemaError), error
+    assert "HTTP 401" in str(error)

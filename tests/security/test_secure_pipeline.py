@@ -7,11 +7,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from running import running
 
 from bridge.config import Config
 from bridge.demo import consume
-
-from .helpers import running
 
 pytestmark = pytest.mark.live
 

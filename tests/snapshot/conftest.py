@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from running import PipelineThread, start
 
-from bridge.build import build_pipeline
 from bridge.config import Config
 
-from .helpers import TopicReader, settings
+from .helpers import RunBridge, TopicReader, settings
 
 Settings = Callable[..., dict[str, Any]]
 
@@ -31,45 +30,20 @@ def make_settings(
     return make
 
 
-class Running:
-    """A `Pipeline` on a daemon thread; what it died of is re-raised by `stop()`."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.pipeline = build_pipeline(Config(**config))
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="bridge", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.pipeline.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def finished(self) -> bool:
-        return not self.thread.is_alive()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        self.pipeline.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "pipeline did not stop"
-        if self.error is not None:
-            raise self.error
-
-
 @pytest.fixture
-def run_bridge() -> Iterator[Callable[[dict[str, Any]], Running]]:
-    started: list[Running] = []
+def run_bridge(make_settings: Settings) -> Iterator[RunBridge]:
+    """A Pipeline on a thread with these snapshot options, stopped at the end if still running."""
+    started: list[PipelineThread] = []
 
-    def start(config: dict[str, Any]) -> Running:
-        running = Running(config)
-        started.append(running)
-        return running
+    def start_one(**snapshot: Any) -> PipelineThread:
+        bridge = start(Config(**make_settings(**snapshot)))
+        started.append(bridge)
+        return bridge
 
-    yield start
-    for running in started:
-        if not running.finished():
-            running.stop()
+    yield start_one
+    for bridge in started:
+        if bridge.alive():
+            bridge.stop()
 
 
 @pytest.fixture

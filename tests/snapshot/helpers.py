@@ -6,26 +6,20 @@ The final-state check compares the keyed state a compacting consumer would keep
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import psycopg
-import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from delivery.helpers import bridge_settings
+from running import PipelineThread
 from waiting import wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings(
@@ -41,6 +35,12 @@ def settings(
     config = bridge_settings(stack, dbname, slot, publication, prefix, spill_dir)
     config["snapshot"] = {"progress_bar": "never", **snapshot}
     return config
+
+
+class RunBridge(Protocol):
+    """The `run_bridge` fixture: `run_bridge(mode="initial", chunk_size=...)`."""
+
+    def __call__(self, **snapshot: Any) -> PipelineThread: ...
 
 
 class Rec(NamedTuple):
@@ -200,38 +200,3 @@ class Writer:
                         "SET v = EXCLUDED.v, s = EXCLUDED.s",
                         (key, r.randint(0, 999), f"new {key}"),
                     )
-
-
-class BridgeProcess:
-    """`python -m bridge run --config FILE` as a child process, output in a log file."""
-
-    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
-        self.config_path = workdir / "bridge.yaml"
-        self.config_path.write_text(yaml.safe_dump(config))
-        self.log_path = workdir / "bridge.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-        with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bridge", "run", "--config", str(self.config_path)],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill9(self) -> None:
-        assert self._proc is not None and self._proc.poll() is None, self.log()
-        self._proc.send_signal(signal.SIGKILL)
-        self._proc.wait(10)
-
-    def stop(self) -> int:
-        assert self._proc is not None
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-        return self._proc.wait(60)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -7,11 +7,13 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+from delivery.helpers import wait_slot_active
 from waiting import wait_for
 
-from .helpers import TopicReader, Writer, make_table, same_state
+from .helpers import RunBridge, TopicReader, Writer, make_table, same_state
 
 SIGNAL = "public.debezium_signal"
+SIGNALLED = {"mode": "no_data", "signal_table": SIGNAL}  # streaming, snapshots on a signal
 
 
 def _signal(conn: psycopg.Connection[Any], signal_id: str, data: dict[str, Any]) -> None:
@@ -39,13 +41,6 @@ def _reads(reader: TopicReader) -> Counter[int]:
     return Counter(r.key["id"] for r in reader.read() if r.key and r.value and r.value["op"] == "r")
 
 
-def _streaming(conn: psycopg.Connection[Any], slot: str) -> bool:
-    row = conn.execute(
-        "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-    ).fetchone()
-    return bool(row and row[0])
-
-
 def _prepare(conn: psycopg.Connection[Any], rows: int) -> None:
     make_table(conn, "t", rows)
     conn.execute(f"CREATE TABLE {SIGNAL} (id text PRIMARY KEY, type text NOT NULL, data text)")
@@ -54,16 +49,14 @@ def _prepare(conn: psycopg.Connection[Any], rows: int) -> None:
 def test_incremental_snapshot_during_updates_and_deletes(
     pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
-    make_settings: Any,
-    run_bridge: Any,
+    run_bridge: RunBridge,
     topic: Any,
     slot_name: str,
 ) -> None:
     rows = 5_000
     _prepare(pg_conn, rows)
-    settings = make_settings(mode="no_data", signal_table=SIGNAL, incremental_chunk_size=250)
-    bridge = run_bridge(settings)
-    wait_for(lambda: _streaming(pg_conn, slot_name), 60, "the slot to stream")
+    bridge = run_bridge(**SIGNALLED, incremental_chunk_size=250)
+    wait_slot_active(pg_conn, slot_name, bridge)
     writer = Writer(pg_dsn, "t", rows).start()
     writer.wait_transactions(20)
     _signal(pg_conn, "snap-1", {"data-collections": ["public.t"], "type": "incremental"})
@@ -87,16 +80,13 @@ def test_incremental_snapshot_during_updates_and_deletes(
 
 def test_additional_condition_limits_the_rows(
     pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
+    run_bridge: RunBridge,
     topic: Any,
     slot_name: str,
 ) -> None:
     _prepare(pg_conn, 50)
-    bridge = run_bridge(
-        make_settings(mode="no_data", signal_table=SIGNAL, incremental_chunk_size=7)
-    )
-    wait_for(lambda: _streaming(pg_conn, slot_name), 60, "the slot to stream")
+    bridge = run_bridge(**SIGNALLED, incremental_chunk_size=7)
+    wait_slot_active(pg_conn, slot_name, bridge)
     condition = {"data-collection": "public.t", "filter": "id > 10 AND s LIKE 'row %'"}
     _signal(
         pg_conn,
@@ -113,17 +103,15 @@ def test_additional_condition_limits_the_rows(
 def test_incremental_snapshot_resumes_after_a_restart(
     pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
-    make_settings: Any,
-    run_bridge: Any,
+    run_bridge: RunBridge,
     topic: Any,
     slot_name: str,
 ) -> None:
     rows = 3_000
     _prepare(pg_conn, rows)
     make_table(pg_conn, "a", 250)
-    settings = make_settings(mode="no_data", signal_table=SIGNAL, incremental_chunk_size=100)
-    first = run_bridge(settings)
-    wait_for(lambda: _streaming(pg_conn, slot_name), 60, "the slot to stream")
+    first = run_bridge(**SIGNALLED, incremental_chunk_size=100)
+    wait_slot_active(pg_conn, slot_name, first)
     # A lock on t holds the snapshot at its second table: a deterministic stop point.
     with psycopg.connect(pg_dsn) as locker:
         locker.execute("LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
@@ -140,7 +128,7 @@ def test_incremental_snapshot_resumes_after_a_restart(
     detail = run[1]
     acknowledged = 250 if detail["index"] >= 1 else int((detail["last_key"] or ["0"])[0])
     assert acknowledged >= 100
-    second = run_bridge(settings)
+    second = run_bridge(**SIGNALLED, incremental_chunk_size=100)
     wait_for(lambda: _done(pg_conn, "snap-2"), 120, "the resumed snapshot to finish")
     second.stop()
     reads_a = _reads(topic("public.a"))

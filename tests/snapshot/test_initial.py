@@ -10,30 +10,29 @@ from waiting import wait_for
 
 from bridge.lsn import LSN
 
-from .helpers import Writer, keyed_state, make_table, same_state, table_state
+from .helpers import RunBridge, Writer, keyed_state, make_table, same_state, table_state
 
 ROWS = 20_000
 MILLION = 1_000_000
 
 
 def test_snapshot_while_writes_continue(
-    pg_conn: psycopg.Connection[Any], pg_dsn: str, make_settings: Any, run_bridge: Any, topic: Any
+    pg_conn: psycopg.Connection[Any], pg_dsn: str, run_bridge: RunBridge, topic: Any
 ) -> None:
-    snapshot_while_writing(pg_conn, pg_dsn, make_settings, run_bridge, topic, ROWS, 1500)
+    snapshot_while_writing(pg_conn, pg_dsn, run_bridge, topic, ROWS, 1500)
 
 
 def test_million_row_snapshot_while_writes_continue(
-    pg_conn: psycopg.Connection[Any], pg_dsn: str, make_settings: Any, run_bridge: Any, topic: Any
+    pg_conn: psycopg.Connection[Any], pg_dsn: str, run_bridge: RunBridge, topic: Any
 ) -> None:
     """The issue's size: 1,000,000 rows, final keyed state in Kafka equals the table."""
-    snapshot_while_writing(pg_conn, pg_dsn, make_settings, run_bridge, topic, MILLION, 25_000)
+    snapshot_while_writing(pg_conn, pg_dsn, run_bridge, topic, MILLION, 25_000)
 
 
 def snapshot_while_writing(
     pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
-    make_settings: Any,
-    run_bridge: Any,
+    run_bridge: RunBridge,
     topic: Any,
     rows: int,
     chunk_size: int,
@@ -44,7 +43,7 @@ def snapshot_while_writing(
     pg_conn.execute("INSERT INTO nokey SELECT g, 'n' || g FROM generate_series(1, 2500) g")
     writer = Writer(pg_dsn, "t", rows).start()
     writer.wait_transactions(20)
-    bridge = run_bridge(make_settings(mode="initial", workers=3, chunk_size=chunk_size))
+    bridge = run_bridge(mode="initial", workers=3, chunk_size=chunk_size)
     reader = topic("public.t")
     wait_for(lambda: _run_state(pg_conn) == "done", patience, "the snapshot to finish")
     writer.wait_transactions(50)  # and the stream carries changes after the seam

@@ -5,25 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
+from delivery.helpers import slot_state, wait_slot_active
+from running import PipelineThread
 from waiting import wait_for
 
 from bridge.lsn import LSN
 
-from .helpers import TopicReader, make_table, same_state
+from .helpers import RunBridge, TopicReader, make_table, same_state
 
 ROWS = 10
 
 
 def _ops(reader: TopicReader) -> list[str]:
     return [r.value["op"] for r in reader.read() if r.value is not None]
-
-
-def _slot(conn: psycopg.Connection[Any], slot: str) -> tuple[bool, LSN] | None:
-    row = conn.execute(
-        "SELECT active, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
-        (slot,),
-    ).fetchone()
-    return None if row is None else (bool(row[0]), LSN.parse(row[1]))
 
 
 def _initial_run(conn: psycopg.Connection[Any]) -> tuple[str, LSN] | None:
@@ -36,68 +31,70 @@ def _initial_run(conn: psycopg.Connection[Any]) -> tuple[str, LSN] | None:
     return None if row is None else (row[0], LSN.parse(row[1]))
 
 
-def _stream_one(conn: psycopg.Connection[Any], reader: TopicReader, key: int, slot: str) -> None:
+@pytest.fixture
+def reader(pg_conn: psycopg.Connection[Any], topic: Any) -> TopicReader:
+    """Table t of ROWS rows, and a reader of its topic."""
+    make_table(pg_conn, "t", ROWS)
+    return topic("public.t")
+
+
+def _stream_one(
+    conn: psycopg.Connection[Any], reader: TopicReader, bridge: PipelineThread, key: int, slot: str
+) -> None:
     """Insert a row once the slot streams, and wait for its record."""
-    wait_for(lambda: (_slot(conn, slot) or (False,))[0], 60, "the slot to stream")
+    wait_slot_active(conn, slot, bridge)
     conn.execute("INSERT INTO t VALUES (%s, 0, 'streamed')", (key,))
     wait_for(lambda: same_state(reader, conn, "t"), 60, "the streamed insert")
 
 
-def test_initial_reads_once_then_streams(
-    pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
-    topic: Any,
-    slot_name: str,
+def _run_streaming_one(
+    run_bridge: RunBridge,
+    conn: psycopg.Connection[Any],
+    reader: TopicReader,
+    slot: str,
+    mode: str,
+    key: int,
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
-    reader = topic("public.t")
-    first = run_bridge(make_settings(mode="initial"))
-    _stream_one(pg_conn, reader, 100, slot_name)
-    first.stop()
-    second = run_bridge(make_settings(mode="initial"))
-    _stream_one(pg_conn, reader, 101, slot_name)
-    second.stop()
+    """One run of the bridge in `mode` that streams one insert, then a graceful stop."""
+    bridge = run_bridge(mode=mode)
+    _stream_one(conn, reader, bridge, key, slot)
+    bridge.stop()
+
+
+def test_initial_reads_once_then_streams(
+    pg_conn: psycopg.Connection[Any], run_bridge: RunBridge, reader: TopicReader, slot_name: str
+) -> None:
+    _run_streaming_one(run_bridge, pg_conn, reader, slot_name, "initial", 100)
+    _run_streaming_one(run_bridge, pg_conn, reader, slot_name, "initial", 101)
     assert _ops(reader) == ["r"] * ROWS + ["c", "c"]
     flags = [r.value["source"]["snapshot"] for r in reader.read() if r.value]
     assert flags == ["true"] * (ROWS - 1) + ["last", "false", "false"]
 
 
 def test_initial_only_stops_at_the_seam_and_streaming_continues_from_it(
-    pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
-    topic: Any,
-    slot_name: str,
+    pg_conn: psycopg.Connection[Any], run_bridge: RunBridge, reader: TopicReader, slot_name: str
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
-    reader = topic("public.t")
-    only = run_bridge(make_settings(mode="initial_only"))
-    wait_for(only.finished, 120, "initial_only to end by itself")
+    only = run_bridge(mode="initial_only")
+    wait_for(lambda: not only.alive(), 120, "initial_only to end by itself")
     only.stop()
     pg_conn.execute("INSERT INTO t VALUES (100, 0, 'after the snapshot')")
     run = _initial_run(pg_conn)
-    slot = _slot(pg_conn, slot_name)
+    slot = slot_state(pg_conn, slot_name)
     assert run is not None and run[0] == "done"
-    assert slot is not None and slot == (False, run[1])  # nothing confirmed past the seam
+    # nothing confirmed past the seam
+    assert slot is not None and (slot.active, slot.confirmed_flush) == (False, run[1])
     assert _ops(reader) == ["r"] * ROWS
-    later = run_bridge(make_settings(mode="initial"))
+    later = run_bridge(mode="initial")
     wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "the insert made in between")
     later.stop()
     assert _ops(reader) == ["r"] * ROWS + ["c"]
 
 
 def test_no_data_streams_only_and_needs_no_progress_schema(
-    pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
-    topic: Any,
-    slot_name: str,
+    pg_conn: psycopg.Connection[Any], run_bridge: RunBridge, reader: TopicReader, slot_name: str
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
-    reader = topic("public.t")
-    bridge = run_bridge(make_settings(mode="no_data"))
-    wait_for(lambda: (_slot(pg_conn, slot_name) or (False,))[0], 60, "the slot to stream")
+    bridge = run_bridge(mode="no_data")
+    wait_slot_active(pg_conn, slot_name, bridge)
     pg_conn.execute("DELETE FROM t WHERE id > 1")  # streamed deletes; row 1 never appears
     pg_conn.execute("INSERT INTO t VALUES (100, 0, 'streamed')")
     wait_for(lambda: _ops(reader).count("c") == 1, 60, "the streamed insert")
@@ -108,23 +105,15 @@ def test_no_data_streams_only_and_needs_no_progress_schema(
 
 
 def test_always_snapshots_again_on_an_existing_slot(
-    pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
-    topic: Any,
-    slot_name: str,
+    pg_conn: psycopg.Connection[Any], run_bridge: RunBridge, reader: TopicReader, slot_name: str
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
-    reader = topic("public.t")
-    first = run_bridge(make_settings(mode="always"))
-    _stream_one(pg_conn, reader, 100, slot_name)
-    first.stop()
+    _run_streaming_one(run_bridge, pg_conn, reader, slot_name, "always", 100)
     # While the bridge is down: changes the next snapshot sees and the stream replays.
     pg_conn.execute("UPDATE t SET v = -1 WHERE id = 1")
     pg_conn.execute("DELETE FROM t WHERE id = 2")
     pg_conn.execute("INSERT INTO t VALUES (101, 0, 'while down')")
     (first_point,) = pg_conn.execute("SELECT lsn FROM bridge.snapshot_run").fetchone() or (None,)
-    second = run_bridge(make_settings(mode="always"))
+    second = run_bridge(mode="always")
     wait_for(lambda: _ops(reader).count("r") == 2 * ROWS + 1, 120, "the second snapshot")
     wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "the replayed changes")
     second.stop()
@@ -137,28 +126,18 @@ def test_always_snapshots_again_on_an_existing_slot(
 
 
 def test_when_needed_replaces_a_slot_whose_wal_is_gone(
-    pg_conn: psycopg.Connection[Any],
-    make_settings: Any,
-    run_bridge: Any,
-    topic: Any,
-    slot_name: str,
+    pg_conn: psycopg.Connection[Any], run_bridge: RunBridge, reader: TopicReader, slot_name: str
 ) -> None:
-    make_table(pg_conn, "t", ROWS)
-    reader = topic("public.t")
-    first = run_bridge(make_settings(mode="when_needed"))
-    _stream_one(pg_conn, reader, 100, slot_name)
-    first.stop()
-    healthy = run_bridge(make_settings(mode="when_needed"))
-    _stream_one(pg_conn, reader, 101, slot_name)
-    healthy.stop()
+    _run_streaming_one(run_bridge, pg_conn, reader, slot_name, "when_needed", 100)
+    _run_streaming_one(run_bridge, pg_conn, reader, slot_name, "when_needed", 101)
     assert _ops(reader).count("r") == ROWS  # a healthy slot is not snapshotted again
     _lose_wal(pg_conn, slot_name)
     # Lost with the WAL, so only a snapshot can show it. (A delete lost this way cannot be
     # shown at all: a snapshot emits the rows that exist; see bridge/snapshot/modes.py.)
     pg_conn.execute("UPDATE t SET s = 'changed while the WAL was lost' WHERE id = 3")
-    again = run_bridge(make_settings(mode="when_needed"))
+    again = run_bridge(mode="when_needed")
     wait_for(lambda: _ops(reader).count("r") == 2 * ROWS + 2, 120, "the new snapshot")
-    _stream_one(pg_conn, reader, 102, slot_name)
+    _stream_one(pg_conn, reader, again, 102, slot_name)
     again.stop()
     assert _ops(reader)[-1] == "c"  # streaming from the new slot
 

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from delivery.helpers import BridgeProcess
 from waiting import wait_for
 
-from .helpers import BridgeProcess, make_table, same_state
+from .helpers import make_table, same_state
 
 # 400 chunks: the kill, made once 6 are recorded, cannot miss the middle of the snapshot even
 # when the test process loses the CPU for a while (20,000 rows in 50 chunks once could).
@@ -26,26 +27,32 @@ def test_kill9_mid_snapshot_resumes_at_the_last_finished_chunk(
 ) -> None:
     make_table(pg_conn, "t", ROWS)
     bridge = BridgeProcess(make_settings(mode="initial", workers=2, chunk_size=CHUNK), tmp_path)
-    bridge.start()
-    wait_for(lambda: _done_chunks(pg_conn) >= 6, 120, "six chunks recorded", every=0.01)
-    bridge.kill9()
+    try:
+        bridge.start()
+        wait_for(lambda: _done_chunks(pg_conn) >= 6, 120, "six chunks recorded", every=0.01)
+        bridge.kill9()
 
-    done_at_kill = pg_conn.execute(
-        "SELECT lo[1]::int, hi[1]::int, rows FROM bridge.snapshot_chunk "
-        "WHERE rows IS NOT NULL ORDER BY chunk_no"
-    ).fetchall()
-    state = pg_conn.execute("SELECT state FROM bridge.snapshot_run").fetchone()
-    assert state == ("running",), "the kill must land in the middle of the snapshot"
-    assert sum(rows for _, _, rows in done_at_kill) < ROWS
-    # The readers died with their parent: no session of the bridge is left.
-    wait_for(lambda: not _sessions(pg_conn, slot_name), 30, "the killed bridge's sessions to end")
+        done_at_kill = pg_conn.execute(
+            "SELECT lo[1]::int, hi[1]::int, rows FROM bridge.snapshot_chunk "
+            "WHERE rows IS NOT NULL ORDER BY chunk_no"
+        ).fetchall()
+        state = pg_conn.execute("SELECT state FROM bridge.snapshot_run").fetchone()
+        assert state == ("running",), "the kill must land in the middle of the snapshot"
+        assert sum(rows for _, _, rows in done_at_kill) < ROWS
+        # The readers died with their parent: no session of the bridge is left.
+        wait_for(
+            lambda: not _sessions(pg_conn, slot_name), 30, "the killed bridge's sessions to end"
+        )
 
-    bridge.start()
-    wait_for(lambda: _run_state(pg_conn) == "done", 120, "the resumed snapshot to finish")
-    pg_conn.execute("INSERT INTO t VALUES (0, 0, 'streamed after the snapshot')")
-    reader = topic("public.t")
-    wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "Kafka to hold the table's state")
-    assert bridge.stop() == 0, bridge.log()
+        bridge.start()
+        wait_for(lambda: _run_state(pg_conn) == "done", 120, "the resumed snapshot to finish")
+        pg_conn.execute("INSERT INTO t VALUES (0, 0, 'streamed after the snapshot')")
+        reader = topic("public.t")
+        wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "Kafka to hold the table's state")
+        bridge.terminate()
+        assert bridge.wait(60) == 0, bridge.log()
+    finally:
+        bridge.cleanup()
 
     reads = Counter(
         r.key["id"] for r in reader.read() if r.key and r.value and r.value["op"] == "r"
