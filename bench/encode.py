@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     envelope_schema = parse_schema(table.envelope_schema)
     flat_schema = parse_schema(table.envelope_schema["fields"][0]["type"][1])
     source = {**tx.base, "schema": "public", "table": "bench"}
-    size = sum(len(v or b"") for k, v in encoder.records(changes[0], tx)) if changes else 0
+    size = sum(len(v or b"") for _, v, _ in encoder.records(changes[0], tx)) if changes else 0
 
     def records(using: ChangeEncoder) -> None:
         for change in changes:

@@ -32,6 +32,7 @@ from bridge.pipeline import Parts, Pipeline
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
 from bridge.registry import Registry
+from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
 from bridge.slotstate import PositionRecorder, guard
@@ -181,7 +182,16 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         ),
         positions=source.positions,
         resources=opened,
+        reselect=_reselect(cfg, opened) if cfg.avro.toast_reselect else None,
     )
+
+
+def _reselect(cfg: Config, opened: ExitStack) -> ToastReselect:
+    """`avro.toast_reselect`: its own normal connection, so its SELECTs never wait behind
+    (or sit inside) the catalog connection's work."""
+    conn = libpq.connect(cfg.source.conninfo(), replication=False)
+    _closing(opened, "toast_reselect connection", conn.close)
+    return ToastReselect(conn)
 
 
 def _producer(

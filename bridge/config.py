@@ -230,6 +230,11 @@ class AvroConfig(_Section):
     timestamptz_mode: Literal["micros", "iso"] = "micros"
     numeric_mode: Literal["string", "double", "variable"] = "string"
     toast_mode: Literal["list", "placeholder"] = "list"
+    toast_reselect: bool = Field(
+        False,
+        description="re-read unchanged TOASTed columns by key before producing "
+        "(a plain SELECT; the value read may be newer than the event: see README)",
+    )
     subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
 
 

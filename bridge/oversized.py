@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from bridge.decode.messages import Relation
-from bridge.encode.records import TxSource
+from bridge.encode.records import Headers, TxSource, record_size
 from bridge.errors import DeliveryError
 
 log: Final = logging.getLogger("bridge.oversized")
@@ -32,7 +32,7 @@ RECORD_OVERHEAD: Final = 128
 CLIENT_DEFAULT_MAX: Final = 1_000_000  # librdkafka's message.max.bytes default
 _KEY_TEXT_MAX: Final = 200
 
-Record = tuple[str, bytes | None, bytes | None]
+Record = tuple[str, bytes | None, bytes | None, Headers | None]  # topic, key, value, headers
 
 
 class TopicLimits:
@@ -150,13 +150,17 @@ class OversizedPolicy:
         topic: str,
         key: bytes | None,
         value: bytes | None,
+        headers: Headers | None,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         source: TxSource,
     ) -> Record:
-        """The dead-letter record replacing an oversized one; raises in `stop` mode."""
+        """The dead-letter record replacing an oversized one; raises in `stop` mode.
+
+        It keeps the record's headers (a primary-key change's link to the other key), as
+        Kafka Connect's dead-letter queue keeps a record's headers."""
         table = f"{relation.namespace}.{relation.name}"
-        size = len(key or b"") + len(value or b"")
+        size = record_size(key, value, headers)
         limit = self._limits.get(topic) + RECORD_OVERHEAD
         shown = key_text(key, key_schema)
         lsn = source.base["lsn"]
@@ -193,4 +197,4 @@ class OversizedPolicy:
             "lsn": lsn,
             "txId": source.base["txId"],
         }
-        return self.dead_letter_topic, key, json.dumps(record).encode()
+        return self.dead_letter_topic, key, json.dumps(record).encode(), headers

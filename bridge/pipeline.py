@@ -28,7 +28,7 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import Headers, Record, TxSource, record_size
 from bridge.eos import KafkaTransactions
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -61,7 +61,7 @@ class KeyedTable(Protocol):
 
 
 class RowEncoder(Protocol):
-    """One table version's encoder: a change → its Kafka records (key, value)."""
+    """One table version's encoder: a change → its Kafka records (key, value, headers)."""
 
     @property
     def table(self) -> KeyedTable: ...
@@ -105,10 +105,18 @@ class Oversized(Protocol):
         topic: str,
         key: bytes | None,
         value: bytes | None,
+        headers: Headers | None,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         tx: TxSource,
-    ) -> tuple[str, bytes | None, bytes | None]: ...
+    ) -> tuple[str, bytes | None, bytes | None, Headers | None]: ...
+
+
+class Reselect(Protocol):
+    """`avro.toast_reselect`: a change whose new row lacks unchanged TOASTed values comes
+    back with them read from the table (`bridge.reselect.ToastReselect`)."""
+
+    def complete(self, change: Change) -> Change: ...
 
 
 @dataclass
@@ -135,6 +143,7 @@ class Parts:
     heartbeat: Heartbeat
     positions: Positions
     resources: ExitStack
+    reselect: Reselect | None = None  # avro.toast_reselect
 
 
 class Pipeline:
@@ -162,6 +171,7 @@ class Pipeline:
         self.messages = parts.messages
         self.heartbeat = parts.heartbeat
         self.positions = parts.positions
+        self.reselect = parts.reselect
         self._start_streaming = parts.start_streaming
         self.start_lsn = parts.start_lsn
         self._describe = parts.describe
@@ -299,23 +309,29 @@ class Pipeline:
         if encoder is None:
             encoder = route.resolve(self)
         topic, limit = route.topic, route.limit
+        if self.reselect is not None:
+            change = self.reselect.complete(change)
         records = encoder.records(change, tx)
-        for key, value in records:
-            if len(key or b"") + len(value or b"") > limit:
+        for key, value, headers in records:
+            if record_size(key, value, headers) > limit:
                 key_schema = encoder.table.key_schema
                 self._send(
-                    *self.oversized.divert(topic, key, value, route.relation, key_schema, tx)
+                    *self.oversized.divert(
+                        topic, key, value, headers, route.relation, key_schema, tx
+                    )
                 )
             else:
-                self._send(topic, key, value)
+                self._send(topic, key, value, headers)
         return records
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+    def _send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None = None
+    ) -> None:
         assert self._tx is not None
         if self.eos is not None and self._tx_records == 0:
             self.eos.before_records()
         self._tx_records += 1
-        self.producer.produce(topic, key, value, self._tx)
+        self.producer.produce(topic, key, value, self._tx, headers)
 
     def _commit(self, event: TxCommit) -> None:
         assert self._tx is not None

@@ -218,8 +218,18 @@ class Producer:
         self.blocked_turns = 0  # waits for Kafka to make room (a metric)
         self.stopping = False  # set from a signal handler: stop waiting for room
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None, handle: TxHandle) -> None:
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        handle: TxHandle,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         """Queue one record of `handle`'s transaction; blocks (serviced) while full.
+
+        `headers` (a primary-key change's `__debezium.*key`) go as a keyword, so only those
+        rare records pay for the client parsing keyword arguments.
 
         Raises the tracker's `DeliveryError` once a poll made here learns of a failure, and
         a `DeliveryError` if the client refuses this record outright.
@@ -235,7 +245,10 @@ class Producer:
             try:
                 # Positional (partition -1: the partitioner's choice): a keyword argument
                 # makes the client parse a kwargs dict per record, ~40 % of the call.
-                self._produce(topic, value, key, _ANY_PARTITION, handle)
+                if headers is None:
+                    self._produce(topic, value, key, _ANY_PARTITION, handle)
+                else:
+                    self._produce(topic, value, key, _ANY_PARTITION, handle, headers=headers)
                 break
             except BufferError:  # librdkafka's own queue is full
                 if self.stopping:

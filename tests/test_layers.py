@@ -54,6 +54,7 @@ _MODULES = {
             "build",
             "registry",  # schema registration: registry I/O, cached per schema version
             "slotstate",  # the slot position recorded in Kafka, lost slots recognised
+            "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
             "cli",
             "demo",
         ],

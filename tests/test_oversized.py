@@ -23,9 +23,11 @@ from waiting import wait_for
 
 from bridge.acks import AckTracker
 from bridge.config import Config
+from bridge.decode.messages import Relation
 from bridge.demo import consume
+from bridge.encode.records import TxSource
 from bridge.errors import DeliveryError
-from bridge.oversized import RECORD_OVERHEAD, TopicLimits, key_text
+from bridge.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
 
 KEY_SCHEMA = {
     "type": "record",
@@ -78,6 +80,26 @@ def test_a_size_failure_in_the_delivery_callback_names_the_table() -> None:
     assert tracker.error is not None
     assert "table public.big" in tracker.error.message
     assert "too large" in tracker.error.message
+
+
+class _Limits:
+    def get(self, topic: str) -> int:
+        return 100
+
+
+def test_a_dead_letter_keeps_the_key_change_headers_and_counts_them() -> None:
+    """A primary-key change's record keeps its `__debezium.*key` header on the dead-letter
+    topic (as Kafka Connect's dead-letter queue keeps headers); its size includes it."""
+    policy = OversizedPolicy("dead_letter", "p.dlq", _Limits(), {})  # type: ignore[arg-type]
+    relation = Relation(None, 1, "public", "big", "d", ())
+    headers = [("__debezium.oldkey", b"\x00\x00\x00\x00\x07\x02")]
+    tx = TxSource("p", "db", 9, 0x100, 0, "0")
+    topic, key, value, kept = policy.divert(
+        "p.public.big", b"k", b"x" * 500, headers, relation, None, tx
+    )
+    assert (topic, key, kept) == ("p.dlq", b"k", headers)
+    assert value is not None
+    assert json.loads(value)["size"] == 1 + 500 + len("__debezium.oldkey") + 6
 
 
 # Live tests against the local stack.

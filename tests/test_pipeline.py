@@ -129,7 +129,7 @@ class FakeEncoder:
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         new = change.new
         assert new is not None
-        return [(b"key", b"row " + (new.values[0] or b""))]
+        return [(b"key", b"row " + (new.values[0] or b""), None)]
 
 
 class FakeEncoders:
@@ -167,7 +167,7 @@ class NoLimit:
     def limit(self, topic: str, relation: Relation) -> int:
         return 1 << 30
 
-    def divert(self, *args: Any) -> tuple[str, bytes | None, bytes | None]:
+    def divert(self, *args: Any) -> tuple[str, bytes | None, bytes | None, Any]:
         raise AssertionError("nothing is oversized here")
 
 

@@ -5,7 +5,8 @@ keys and rows, the envelope around them is laid out from the registered envelope
 (`EnvelopeLayout`: union branches, the constant trailing fields, the op strings, all
 written by the writers compiled for those fields), and the source block is pre-encoded
 once per (transaction, table). Debezium's record shapes (c/u/d/r/t, a delete followed by
-a tombstone, a primary-key change as delete + tombstone + create) are written once, in
+a tombstone, a primary-key change as delete + tombstone + create, linked by the
+`__debezium.newkey` / `__debezium.oldkey` headers) are written once, in
 `ChangeEncoder.records`.
 """
 
@@ -25,7 +26,16 @@ from bridge.events.model import Change
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import TableCodec
 
-Record = tuple[bytes | None, bytes | None]  # (key, value); value None = tombstone
+# Kafka record headers, as confluent-kafka's produce() takes them (a list, not a tuple).
+Headers = list[tuple[str, bytes]]
+# (key, value, headers): value None = a tombstone; headers None except on the records of a
+# primary-key change, so the common record carries one None and nothing is built for it.
+Record = tuple[bytes | None, bytes | None, Headers | None]
+# Debezium's header names (RelationalChangeRecordEmitter): the delete (and its tombstone)
+# of a primary-key change names the new key, the create names the old one. Values are the
+# framed keys, byte for byte the Kafka keys of the other side's records.
+OLD_KEY_HEADER: Final = "__debezium.oldkey"
+NEW_KEY_HEADER: Final = "__debezium.newkey"
 ToastMode = Literal["list", "placeholder"]
 _HEADER: Final = struct.Struct(">bI")
 _OPS: Final = ("c", "u", "d", "r", "t")  # "r": a snapshot read; "t": a truncate
@@ -38,6 +48,16 @@ _ENVELOPE_FIELDS: Final = (
     "transaction",
     "unchanged_fields",
 )
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+    """A record's bytes as the size limits count them (bridge.oversized): key, value, and
+    each header's name and value."""
+    size = len(key or b"") + len(value or b"")
+    if headers is not None:
+        for name, data in headers:
+            size += len(name) + len(data)
+    return size
 
 
 def framed_writer(
@@ -276,7 +296,8 @@ class ChangeEncoder:
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
-        primary-key change as delete + tombstone + create."""
+        primary-key change as delete + tombstone + create (the only records with
+        headers)."""
         source = self._source_block(tx)
         new = change.new
         op = change.op
@@ -288,9 +309,9 @@ class ChangeEncoder:
             parts.append(source)
             parts.append(self._layout.ops[op])
             parts.append(self._clock.tail())
-            return [(self._framed_key(key), b"".join(parts))]
+            return [(self._framed_key(key), b"".join(parts), None)]
         if op == "t":
-            return [(None, self._envelope(None, None, "t", source, None))]
+            return [(None, self._envelope(None, None, "t", source, None), None)]
         return self._shaped(change, source)
 
     def _shaped(self, change: Change, source: bytes) -> list[Record]:
@@ -302,20 +323,38 @@ class ChangeEncoder:
 
         if op == "d":
             key = key_of(before)
-            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
+            out: list[Record] = [(key, self._envelope(before, None, "d", source, None), None)]
             if self.tombstones:
-                out.append((key, None))
+                out.append((key, None, None))
             return out
         key = key_of(after)
         if op == "u" and change.old_kind and before is not None:
             old_key = key_of(before)
             if old_key != key:
-                out = [(old_key, self._envelope(before, None, "d", source, None))]
-                if self.tombstones:
-                    out.append((old_key, None))
-                out.append((key, self._envelope(None, after, "c", source, unchanged)))
-                return out
-        return [(key, self._envelope(before, after, op, source, unchanged))]
+                return self._key_change(old_key, key, before, after, source, unchanged)
+        return [(key, self._envelope(before, after, op, source, unchanged), None)]
+
+    def _key_change(
+        self,
+        old_key: bytes | None,
+        key: bytes | None,
+        before: RowBodies,
+        after: RowBodies | None,
+        source: bytes,
+        unchanged: list[str] | None,
+    ) -> list[Record]:
+        """Delete (+ tombstone) under the old key, create under the new one, as Debezium
+        emits them. The headers let a consumer link the two: the create's unchanged
+        TOASTed values live under the old key (bridge.spark.apply carries them over). The
+        tombstone repeats the delete's header, as Debezium's tombstone copies the delete's
+        headers."""
+        to_new: Headers | None = None if key is None else [(NEW_KEY_HEADER, key)]
+        to_old: Headers | None = None if old_key is None else [(OLD_KEY_HEADER, old_key)]
+        out: list[Record] = [(old_key, self._envelope(before, None, "d", source, None), to_new)]
+        if self.tombstones:
+            out.append((old_key, None, to_new))
+        out.append((key, self._envelope(None, after, "c", source, unchanged), to_old))
+        return out
 
     def _rows(self, change: Change) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
         """(before, after, unchanged_fields): REPLICA IDENTITY FULL's old row fills the

@@ -170,7 +170,7 @@ class IncrementalSnapshotter:
             if change.op == OP_TRUNCATE:
                 window.buffer.clear()
             else:
-                for key, _ in records:
+                for key, _, _ in records:
                     window.buffer.pop(key, None)
             return _NOTHING
         if change.op != OP_CREATE or (relation.namespace, relation.name) != self._signal:
@@ -274,7 +274,7 @@ class IncrementalSnapshotter:
         width = len(table.key)
         source = snapshot_source(self._server, self._db, lsn, KIND)
         records, _ = encode_rows([r[width:] for r in rows], TableJob(table, topic, encoder), source)
-        window.buffer.update(records)
+        window.buffer.update((key, value) for key, value, _ in records)  # reads: no headers
         window.last_key = tuple(_text(v) for v in rows[-1][:width])
         if len(rows) < self._chunk_size:
             window.last_key = run.max_key  # nothing left below max: the table ends here

@@ -346,10 +346,10 @@ class InitialSnapshot:
             producer.produce(held.topic, held.key, held.value, held.handle)
             tracker.close_tx(held.handle, 0)
         topic = self._topics[chunk.table]
-        for index in range(len(records) - 1):
-            key, value = records[index]
+        for index in range(len(records) - 1):  # snapshot reads ("r") carry no headers
+            key, value, _ = records[index]
             producer.produce(topic, key, value, handle)
-        key, value = records[-1]
+        key, value, _ = records[-1]
         return _Held(topic, key, value, last_value, handle)
 
     def _flush(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import selectors
 import time
+from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
 import psycopg
@@ -55,6 +56,37 @@ def connect(conninfo: dict[str, Any], *, replication: bool) -> psycopg.Connectio
             "error) and that the server accepts connections (pg_hba.conf allows 'replication' "
             "for this role)",
         ) from None
+
+
+def fetch_one(
+    conn: psycopg.Connection[Any],
+    query: bytes,
+    params: Sequence[bytes | None],
+    types: Sequence[int],
+    formats: Sequence[int],
+) -> tuple[bytes | None, ...] | None:
+    """The first row of `query` in text format, None without one.
+
+    Parameters go as raw bytes, each with its type oid and format (0 text, 1 binary): a
+    value from a replication tuple is passed exactly as the walsender sent it, in either
+    format, with no conversion through Python objects. The values come back as the
+    server's text output, as a text tuple from the walsender has them (same pinned
+    session settings)."""
+    try:
+        res = conn.pgconn.exec_params(query, params, types, formats, 0)
+    except psycopg.OperationalError as exc:
+        raise SourceError(
+            f"SELECT failed: the connection to PostgreSQL is lost: {str(exc).strip()}",
+            hint="the bridge exits; on restart it resumes from the slot's confirmed_flush_lsn",
+        ) from None
+    ReplicationConnection._check(res, "SELECT", (pq.ExecStatus.TUPLES_OK,))
+    if res.ntuples == 0:
+        return None
+    row: list[bytes | None] = []
+    for c in range(res.nfields):
+        v = res.get_value(0, c)
+        row.append(None if v is None else bytes(v))
+    return tuple(row)
 
 
 class ReplicationConnection:

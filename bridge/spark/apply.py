@@ -15,6 +15,16 @@ is dropped. (Soft-deleting instead would leave a different table depending on wh
 insert and the TRUNCATE met in one batch.) Changes of the truncating transaction itself are
 kept as if they followed it. Tombstones carry no LSN and are ignored: the delete event before
 each one already did the delete.
+
+A primary-key change arrives as a delete of the old key and a create of the new one, linked
+by the create's `_oldkey` (its `__debezium.oldkey` header). Without REPLICA IDENTITY FULL the
+create lacks the unchanged TOASTed values (`_unchanged`); they are carried over from the old
+key's newest row before its delete, found in the same batch or in the target table (a soft
+delete keeps a row's values). Chains (1 -> 2 -> 3) are followed, one step per pass. The old
+key's row cannot be found when a hard delete removed it in an earlier batch, or when a
+micro-batch holds the create but not yet the old key's earlier changes (they sit in another
+partition and a rate limit such as maxOffsetsPerTrigger cut it short): the values then stay
+null, as before this existed.
 """
 
 from __future__ import annotations
@@ -26,12 +36,15 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import StructField, StructType
 
 from bridge.errors import ConfigError
 from bridge.spark.reader import META_TYPES, ChangeStream
 
 TARGET_META = ("_lsn", "_offset", "_txid", "_commit_ts", "_deleted")
 TRUNCATED_PROPERTY = "bridge.truncatedLsn"
+OLD_KEY = "_oldkey"
+_RECORD_ID = ("_topic", "_partition", "_offset")
 
 
 def _order() -> Column:
@@ -77,6 +90,150 @@ def latest_per_key(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         sf.coalesce(sf.col("__cdc_m._lsn"), sf.lit(0)).alias("_lsn"),
         *(sf.col(f"__cdc_m.{m}").alias(m) for m in TARGET_META[1:]),
     )
+
+
+def _unchanged_list() -> Column:
+    return sf.coalesce(sf.col("_unchanged"), sf.array().cast("array<string>"))
+
+
+def _moved() -> Column:
+    """The create of a primary-key change that still lacks unchanged TOASTed values."""
+    moved = (sf.col("op") == "c") & sf.col(OLD_KEY).isNotNull() & (sf.size(_unchanged_list()) > 0)
+    return sf.coalesce(moved, sf.lit(False))
+
+
+def _missing(changes: DataFrame) -> int:
+    """How many (create, column) values the key changes of `changes` still lack."""
+    found = changes.where(_moved()).agg(sf.sum(sf.size("_unchanged"))).first()
+    return 0 if found is None or found[0] is None else int(found[0])
+
+
+def carry_over(
+    changes: DataFrame,
+    table: DeltaTable | None,
+    key_columns: Sequence[str],
+    floor: int = 0,
+) -> tuple[DataFrame, list[DataFrame]]:
+    """`changes` with each key change's create completed from its old key's row, and the
+    intermediate DataFrames it cached (unpersist them once the result is used).
+
+    The create of a batch without key changes costs one small aggregation (`_oldkey` is a
+    null literal there, which Spark folds away). Each pass fills what the previous one
+    made available, so a chain of key changes in one batch takes one pass per link; it
+    stops when a pass fills nothing more. Target rows older than `floor` (a TRUNCATE) are
+    not used."""
+    if OLD_KEY not in changes.columns:
+        return changes, []
+    data = [c for c in changes.columns if c not in META_TYPES and c not in key_columns]
+    cached: list[DataFrame] = []
+    missing = _missing(changes) if data else 0
+    while missing:
+        changes = _fill(changes, table, key_columns, data, floor).persist()
+        cached.append(changes)
+        left = _missing(changes)
+        if left == missing:
+            break
+        missing = left
+    return changes, cached
+
+
+def _fill(
+    changes: DataFrame,
+    table: DeltaTable | None,
+    key_columns: Sequence[str],
+    data: list[str],
+    floor: int,
+) -> DataFrame:
+    """One pass of `carry_over`: each missing value from the old key's newest row that
+    carried it and came before the key change (position order, as in `latest_per_key`)."""
+    schema = changes.schema
+    keys = [f"__k{i}" for i in range(len(key_columns))]
+    old = sf.from_json(sf.col(OLD_KEY), StructType([schema[k] for k in key_columns]))
+    moves = changes.where(_moved()).withColumn("__id", sf.struct(*_RECORD_ID))
+    wanted = moves.select(
+        "__id",
+        sf.col("_lsn").alias("__lsn"),
+        *(old[k].alias(n) for k, n in zip(key_columns, keys, strict=True)),
+    )
+    # The old key's delete at the change's commit LSN: what follows it in the batch (the
+    # key re-used later in the same transaction) is not the moved row.
+    deletes = (
+        changes.where(sf.col("op") == "d")
+        .select(
+            *(sf.col(k).alias(n) for k, n in zip(key_columns, keys, strict=True)),
+            sf.col("_lsn").alias("__lsn"),
+            "_offset",
+        )
+        .groupBy(*keys, "__lsn")
+        .agg(sf.min("_offset").alias("__d"))
+    )
+    wanted = wanted.join(deletes, [*keys, "__lsn"], "left")
+    unchanged = _unchanged_list()
+    batch = changes.where(~sf.col("_deleted")).select(
+        *(sf.col(k).alias(n) for k, n in zip(key_columns, keys, strict=True)),
+        sf.coalesce(sf.col("_lsn"), sf.lit(0)).alias("__slsn"),
+        sf.col("_offset").alias("__soff"),
+        *(
+            sf.when(~sf.array_contains(unchanged, c), sf.struct(sf.col(c).alias("v"))).alias(
+                f"__v{j}"
+            )
+            for j, c in enumerate(data)
+        ),
+        sf.lit(False).alias("__target"),
+    )
+    sources = batch
+    if table is not None:
+        target = table.toDF()
+        have = set(target.columns)
+        sources = sources.unionByName(
+            target.where(sf.col("_lsn") >= sf.lit(floor)).select(
+                *(sf.col(k).alias(n) for k, n in zip(key_columns, keys, strict=True)),
+                sf.col("_lsn").alias("__slsn"),
+                sf.col("_offset").alias("__soff"),
+                *(
+                    (
+                        sf.struct(sf.col(c).cast(schema[c].dataType).alias("v"))
+                        if c in have
+                        else sf.lit(None).cast(StructType([StructField("v", schema[c].dataType)]))
+                    ).alias(f"__v{j}")
+                    for j, c in enumerate(data)
+                ),
+                sf.lit(True).alias("__target"),
+            )
+        )
+    renamed = sources.select(
+        *(sf.col(n).alias(f"__s{n}") for n in keys), *(c for c in sources.columns if c not in keys)
+    )
+    before_change = sf.when(sf.col("__target"), sf.col("__slsn") <= sf.col("__lsn")).otherwise(
+        (sf.col("__slsn") < sf.col("__lsn"))
+        | ((sf.col("__slsn") == sf.col("__lsn")) & (sf.col("__soff") < sf.col("__d")))
+    )
+    on = [sf.col(n) == sf.col(f"__s{n}") for n in keys]
+    position = sf.struct(sf.col("__slsn"), sf.col("__soff"))
+    found = (
+        wanted.join(renamed, on)
+        .where(sf.coalesce(before_change, sf.lit(False)))
+        .groupBy("__id")
+        .agg(
+            *(
+                sf.max_by(
+                    sf.col(f"__v{j}"), sf.when(sf.col(f"__v{j}").isNotNull(), position)
+                ).alias(f"__f{j}")
+                for j in range(len(data))
+            )
+        )
+    )
+    moved = moves.join(found, "__id", "left")
+    filled = {
+        c: sf.when(
+            sf.array_contains(unchanged, c) & sf.col(f"__f{j}").isNotNull(), sf.col(f"__f{j}")["v"]
+        ).otherwise(sf.col(c))
+        for j, c in enumerate(data)
+    }
+    got = sf.array(*(sf.when(sf.col(f"__f{j}").isNotNull(), sf.lit(c)) for j, c in enumerate(data)))
+    filled["_unchanged"] = sf.array_except(unchanged, got)
+    completed = moved.select(*(filled.get(c, sf.col(c)).alias(c) for c in changes.columns))
+    return changes.where(~_moved()).unionByName(completed)
 
 
 def _ensure_table(spark: SparkSession, target: str, shape: DataFrame) -> DeltaTable:
@@ -139,6 +296,7 @@ def apply_batch(
         (sf.col("op") != "t")
         & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
     )
+    kept, cached = carry_over(kept, _table(spark, target), key_columns, max(floor, truncate or 0))
     latest = latest_per_key(kept, key_columns).persist()
     try:
         data = [c for c in latest.columns if c != "op" and c not in TARGET_META]
@@ -153,6 +311,8 @@ def apply_batch(
         _merge(table, latest, key_columns, data, hard_delete)
     finally:
         latest.unpersist()
+        for df in cached:
+            df.unpersist()
 
 
 def _merge(

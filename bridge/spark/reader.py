@@ -13,6 +13,11 @@ Streaming reads cannot know future ids when the query is planned, so `read_chang
 streaming=True)` returns a `ChangeStream`: the raw Kafka stream plus `decode`, applied to each
 micro-batch inside `foreachBatch` (where the batch is static and its ids can be collected).
 New writer ids, and the newer reader schema they imply, are fetched as they appear.
+
+The create of a primary-key change carries Debezium's `__debezium.oldkey` header (the old
+key's framed Avro bytes): it is decoded with the key schema into `_oldkey`, the old key as a
+JSON object (one string type whatever the table, so topics still union), which
+`bridge.spark.apply` uses to carry unchanged TOASTed values over to the new key.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from bridge.errors import ConfigError, SchemaError
 from bridge.spark.registry import SchemaSource, row_fields
 
 Tombstones = Literal["drop", "keep"]
-Group = tuple[str, int | None, int | None]  # (topic, value schema id, tombstone key schema id)
+# (topic, value schema id, tombstone key schema id, schema id of a create's old key header)
+Group = tuple[str, int | None, int | None, int | None]
+OLD_KEY_HEADER = "__debezium.oldkey"  # bridge.encode.records' name (spark imports no bridge layer)
 
 META_TYPES = {
     "op": "string",
@@ -41,6 +48,7 @@ META_TYPES = {
     "_commit_ts": "timestamp",
     "_deleted": "boolean",
     "_unchanged": "array<string>",
+    "_oldkey": "string",
     "_topic": "string",
     "_partition": "int",
     "_offset": "bigint",
@@ -87,17 +95,28 @@ def _body(data: Column) -> Column:
     return data.substr(sf.lit(6), sf.length(data) - 5)
 
 
+def _old_key(raw: DataFrame) -> Column:
+    """The `__debezium.oldkey` header's bytes, null without one (or without headers)."""
+    if "headers" not in raw.columns:
+        return sf.lit(None).cast("binary")
+    found = sf.filter(sf.col("headers"), lambda h: h["key"] == sf.lit(OLD_KEY_HEADER))
+    return sf.when(sf.size(found) > 0, found.getItem(0)["value"])
+
+
 def frame(raw: DataFrame) -> DataFrame:
-    """Kafka rows -> position columns, key/value bytes and the writer schema ids."""
-    value, key = sf.col("value"), sf.col("key")
+    """Kafka rows -> position columns, key/value bytes, the old key header's bytes and the
+    writer schema ids."""
+    value, key, old_key = sf.col("value"), sf.col("key"), _old_key(raw)
     return raw.select(
         sf.col("topic").alias("_topic"),
         sf.col("partition").alias("_partition"),
         sf.col("offset").alias("_offset"),
         key,
         value,
+        old_key.alias("_okey"),
         _schema_id(value).alias("_vid"),
         sf.when(value.isNull(), _schema_id(key)).alias("_kid"),
+        _schema_id(old_key).alias("_okid"),
     )
 
 
@@ -125,24 +144,31 @@ class ChangeDecoder:
         self._known: set[tuple[str, int]] = set()
 
     def groups(self, framed: DataFrame) -> set[Group]:
-        rows = collect(framed.select("_topic", "_vid", "_kid").distinct())
-        return {(r["_topic"], r["_vid"], r["_kid"]) for r in rows}
+        rows = collect(framed.select("_topic", "_vid", "_kid", "_okid").distinct())
+        return {(r["_topic"], r["_vid"], r["_kid"], r["_okid"]) for r in rows}
 
     def decode(self, raw: DataFrame, groups: Iterable[Group] | None = None) -> DataFrame:
         """Flat change rows of a static Kafka DataFrame (a batch read or a micro-batch)."""
         framed = frame(raw)
         found = self.groups(framed) if groups is None else set(groups)
-        values: dict[str, list[int]] = defaultdict(list)
-        keys: dict[str, list[int]] = defaultdict(list)
-        for topic, vid, kid in sorted(found, key=lambda g: (g[0], g[1] or -1, g[2] or -1)):
+        values: dict[str, set[int]] = defaultdict(set)
+        keys: dict[str, set[int]] = defaultdict(set)
+        old_keys: dict[str, set[int]] = defaultdict(set)
+        for topic, vid, kid, okid in found:
             if vid is not None:
-                values[topic].append(vid)
+                values[topic].add(vid)
+                if okid is not None:
+                    old_keys[topic].add(okid)
             elif kid is not None and self.tombstones == "keep":
-                keys[topic].append(kid)
+                keys[topic].add(kid)
         parts = [
-            self._decoded(framed, topic, ids, f"{topic}-value") for topic, ids in values.items()
+            self._decoded(framed, topic, sorted(ids), f"{topic}-value", sorted(old_keys[topic]))
+            for topic, ids in sorted(values.items())
         ]
-        parts += [self._decoded(framed, topic, ids, f"{topic}-key") for topic, ids in keys.items()]
+        parts += [
+            self._decoded(framed, topic, sorted(ids), f"{topic}-key")
+            for topic, ids in sorted(keys.items())
+        ]
         flat = [p for part in parts for p in part]
         if not flat:
             return framed.where(sf.lit(False)).select(*self._meta_columns(tombstone=False))
@@ -159,20 +185,24 @@ class ChangeDecoder:
         return reader
 
     def _decoded(
-        self, framed: DataFrame, topic: str, ids: list[int], subject: str
+        self,
+        framed: DataFrame,
+        topic: str,
+        ids: list[int],
+        subject: str,
+        old_key_ids: list[int] | None = None,
     ) -> list[DataFrame]:
+        old_key = self._old_key(topic, old_key_ids or [])
         reader = self._reader(subject, ids)
         if reader is None:  # no subject to read with: each writer schema is its own layout
-            return [self._select(framed, topic, [i], self.schemas.writer(i), subject) for i in ids]
-        return [self._select(framed, topic, ids, reader, subject)]
+            return [
+                self._select(framed, topic, [i], self.schemas.writer(i), subject, old_key)
+                for i in ids
+            ]
+        return [self._select(framed, topic, ids, reader, subject, old_key)]
 
-    def _select(
-        self, framed: DataFrame, topic: str, ids: list[int], reader: str, subject: str
-    ) -> DataFrame:
-        is_key = subject.endswith("-key")
-        id_col, data = (
-            (sf.col("_kid"), sf.col("key")) if is_key else (sf.col("_vid"), sf.col("value"))
-        )
+    def _from_avro(self, data: Column, id_col: Column, ids: list[int], reader: str) -> Column:
+        """`data` (framed) decoded by its writer id, read as `reader`."""
         options = {"avroSchema": reader, "mode": "FAILFAST"}
         decoded: Column | None = None
         for schema_id in ids:
@@ -180,6 +210,30 @@ class ChangeDecoder:
             cond = id_col == sf.lit(schema_id)
             decoded = sf.when(cond, parsed) if decoded is None else decoded.when(cond, parsed)
         assert decoded is not None
+        return decoded
+
+    def _old_key(self, topic: str, ids: list[int]) -> Column:
+        """`_oldkey`: the old key header decoded with the key subject's latest schema (or,
+        without a subject, the newest writer's), as JSON; null on every other record."""
+        if not ids:
+            return sf.lit(None).cast("string")
+        reader = self._reader(f"{topic}-key", ids) or self.schemas.writer(max(ids))
+        return sf.to_json(self._from_avro(sf.col("_okey"), sf.col("_okid"), ids, reader))
+
+    def _select(
+        self,
+        framed: DataFrame,
+        topic: str,
+        ids: list[int],
+        reader: str,
+        subject: str,
+        old_key: Column | None = None,
+    ) -> DataFrame:
+        is_key = subject.endswith("-key")
+        id_col, data = (
+            (sf.col("_kid"), sf.col("key")) if is_key else (sf.col("_vid"), sf.col("value"))
+        )
+        decoded = self._from_avro(data, id_col, ids, reader)
         fields = row_fields(reader)
         clash = sorted(set(fields) & set(META_TYPES))
         if clash:
@@ -189,7 +243,9 @@ class ChangeDecoder:
                 hint="rename the column(s) in PostgreSQL or read the topic with from_avro",
             )
         rows = framed.where((sf.col("_topic") == topic) & id_col.isin(ids)).select(
-            decoded.alias("_e"), *_KAFKA_POSITION
+            decoded.alias("_e"),
+            (sf.lit(None).cast("string") if old_key is None else old_key).alias("_oldkey"),
+            *_KAFKA_POSITION,
         )
         e = sf.col("_e")
         if is_key:
@@ -206,6 +262,7 @@ class ChangeDecoder:
             sf.timestamp_millis(source["ts_ms"]).alias("_commit_ts"),
             (e["op"] == "d").alias("_deleted"),
             e["unchanged_fields"].alias("_unchanged"),
+            sf.col("_oldkey"),
             *(sf.col(c) for c in _KAFKA_POSITION),
         ]
         if self.tombstones == "keep":
@@ -252,7 +309,8 @@ def _source_options(
             "kafka_options lacks 'kafka.bootstrap.servers'",
             hint="pass kafka_options={'kafka.bootstrap.servers': 'host:port', ...}",
         )
-    options = {"startingOffsets": "earliest", **kafka_options}
+    # Headers link the two sides of a primary-key change (`_oldkey`): always read.
+    options = {"startingOffsets": "earliest", **kafka_options, "includeHeaders": "true"}
     if topics is not None:
         names = [topics] if isinstance(topics, str) else list(topics)
         options["subscribe"] = ",".join(names)
@@ -266,7 +324,7 @@ def _pinned(spark: SparkSession, options: dict[str, str]) -> tuple[DataFrame, se
     """The exact offset range present now, and the writer ids found in it."""
     framed = frame(spark.read.format("kafka").options(**options).load())
     stats = collect(
-        framed.groupBy("_topic", "_partition", "_vid", "_kid").agg(
+        framed.groupBy("_topic", "_partition", "_vid", "_kid", "_okid").agg(
             sf.min("_offset").alias("lo"), sf.max("_offset").alias("hi")
         )
     )
@@ -288,7 +346,7 @@ def _pinned(spark: SparkSession, options: dict[str, str]) -> tuple[DataFrame, se
         .option("endingOffsets", json.dumps(high))
         .load()
     )
-    return raw, {(r["_topic"], r["_vid"], r["_kid"]) for r in stats}
+    return raw, {(r["_topic"], r["_vid"], r["_kid"], r["_okid"]) for r in stats}
 
 
 @overload
@@ -346,8 +404,10 @@ def read_changes(
 ) -> DataFrame | ChangeStream:
     """Change rows of the bridge's topics: `op`, the row's columns (the after-image, the
     before-image for deletes), `_lsn` (commit LSN), `_txid`, `_commit_ts`, `_deleted`,
-    `_unchanged` (unsent TOASTed columns), `_topic`, `_partition`, `_offset`, and with
-    tombstones="keep" `_tombstone` (tombstone rows carry the key columns only).
+    `_unchanged` (unsent TOASTed columns), `_oldkey` (on the create of a primary-key change:
+    the old key as JSON, from its `__debezium.oldkey` header), `_topic`, `_partition`,
+    `_offset`, and with tombstones="keep" `_tombstone` (tombstone rows carry the key columns
+    only).
 
     `kafka_options` are Spark Kafka source options ("kafka.bootstrap.servers" is required;
     startingOffsets defaults to "earliest").

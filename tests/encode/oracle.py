@@ -50,7 +50,7 @@ class Oracle:
         source["table"] = self.table.relation.name
         op = change.op
         if op == "t":
-            return [(None, self._envelope(None, None, "t", source, None))]
+            return [(None, self._envelope(None, None, "t", source, None), None)]
         unchanged: list[str] = []
         before = None if change.old is None else self.row(change.old, None)
         after = None if change.new is None else self.row(change.new, unchanged)
@@ -60,17 +60,22 @@ class Oracle:
         fields = unchanged or None
         if op == "d":
             key = self._key(before)
-            out: list[Record] = [(key, self._envelope(before, None, "d", source, None))]
-            return [*out, (key, None)] if self.tombstones else out
+            out: list[Record] = [(key, self._envelope(before, None, "d", source, None), None)]
+            return [*out, (key, None, None)] if self.tombstones else out
         key = self._key(after)
         if op == "u" and change.old_kind and before is not None:
             old_key = self._key(before)
             if old_key != key:
-                out = [(old_key, self._envelope(before, None, "d", source, None))]
+                # Debezium: the delete and its tombstone name the new key, the create the old
+                assert old_key is not None and key is not None
+                newkey = [("__debezium.newkey", key)]
+                delete = self._envelope(before, None, "d", source, None)
+                out = [(old_key, delete, newkey)]
                 if self.tombstones:
-                    out.append((old_key, None))
-                return [*out, (key, self._envelope(None, after, "c", source, fields))]
-        return [(key, self._envelope(before, after, op, source, fields))]
+                    out.append((old_key, None, newkey))
+                create = self._envelope(None, after, "c", source, fields)
+                return [*out, (key, create, [("__debezium.oldkey", old_key)])]
+        return [(key, self._envelope(before, after, op, source, fields), None)]
 
     def row(self, tup: TupleData, unchanged: list[str] | None) -> dict[str, Any]:
         assert len(tup.kinds) == len(self.table.relation.columns)

@@ -360,7 +360,7 @@ def test_composite_key_follows_primary_key_order_not_column_order() -> None:
     )
     got, want = both(encoder, c)
     assert got == want
-    assert [value is None for _, value in got] == [False, True, False]  # key changed
+    assert [value is None for _, value, _ in got] == [False, True, False]  # key changed
     bodies = RowPlan(table).write(new.kinds, new.values)
     assert bodies[0] == b"\xd8\x04" + b"\x06x\xc3\xa9"  # b=300 then a="xé"
 
@@ -403,7 +403,7 @@ def test_decimal_value_in_the_row() -> None:
     width = len(COLUMNS)
     kinds = bytes([KIND_TEXT] + [KIND_NULL] * 4 + [KIND_TEXT] + [KIND_NULL] * (width - 6))
     values = (b"5", None, None, None, None, b"12.34") + (None,) * (width - 6)
-    [(_key, value)] = ChangeEncoder(TABLE, 7, 8).records(
+    [(_key, value, _headers)] = ChangeEncoder(TABLE, 7, 8).records(
         change("c", None, TupleData(kinds, values)), TX
     )
     assert value is not None

@@ -63,7 +63,7 @@ def read(payload: bytes | None, schema: Any, schema_id: int) -> Any:
 def shapes(records: list[Record]) -> list[tuple[Any, Any]]:
     """(key, (op, before, after, unchanged_fields)) per record; value None = tombstone."""
     out = []
-    for key, value in records:
+    for key, value, _ in records:
         env = None if value is None else read(value, ENVELOPE, VALUE_ID)
         summary = env and (env["op"], env["before"], env["after"], env["unchanged_fields"])
         out.append((key and read(key, KEY, KEY_ID), summary))
@@ -102,6 +102,57 @@ def test_a_primary_key_change_is_delete_tombstone_create() -> None:
         ({"id": 1}, None),
         ({"id": 2}, ("c", None, row(2, "a"), None)),
     ]
+
+
+def headers(records: list[Record]) -> list[Any]:
+    """Per record: None, or its headers as (name, decoded key)."""
+    return [
+        None if found is None else [(name, read(data, KEY, KEY_ID)) for name, data in found]
+        for _, _, found in records
+    ]
+
+
+def test_a_primary_key_change_links_both_keys_in_debezium_headers() -> None:
+    """Debezium's convention: the delete and its tombstone carry `__debezium.newkey`, the
+    create `__debezium.oldkey`; each value is the other side's framed Kafka key."""
+    update = change("u", old=tup(b"1", None, None), new=tup(b"2", UNCHANGED, None), kind="K")
+    records = encode(update)
+    assert headers(records) == [
+        [("__debezium.newkey", {"id": 2})],
+        [("__debezium.newkey", {"id": 2})],
+        [("__debezium.oldkey", {"id": 1})],
+    ]
+    (delete_key, _, to_new), (_, _, tomb_to_new), (create_key, _, to_old) = records
+    assert to_new == tomb_to_new == [("__debezium.newkey", create_key)]
+    assert to_old == [("__debezium.oldkey", delete_key)]
+    assert shapes(records)[2] == ({"id": 2}, ("c", None, row(2, None), ["body"]))
+    full = change("u", old=tup(b"1", b"big", b"3"), new=tup(b"2", UNCHANGED, b"3"), kind="O")
+    records = encode(full)  # REPLICA IDENTITY FULL: the create is complete, still linked
+    assert headers(records)[::2] == [
+        [("__debezium.newkey", {"id": 2})],
+        [("__debezium.oldkey", {"id": 1})],
+    ]
+    assert shapes(records)[2] == ({"id": 2}, ("c", None, row(2, "big", 3), None))
+    without_tombstone = encode(update, tombstones=False)
+    assert headers(without_tombstone) == [
+        [("__debezium.newkey", {"id": 2})],
+        [("__debezium.oldkey", {"id": 1})],
+    ]
+
+
+def test_only_a_key_change_carries_headers() -> None:
+    """Inserts, updates that keep the key (whatever the old row sent), deletes, their
+    tombstones and truncates have none."""
+    changes = [
+        change("c", new=tup(b"1", b"a", b"5")),
+        change("u", new=tup(b"1", UNCHANGED, b"3")),
+        change("u", old=tup(b"1", None, None), new=tup(b"1", b"b", None), kind="K"),
+        change("u", old=tup(b"1", b"big", b"3"), new=tup(b"1", UNCHANGED, b"4"), kind="O"),
+        change("d", old=tup(b"1", None, None), kind="K"),
+        change("t"),
+    ]
+    for c in changes:
+        assert all(found is None for _, _, found in encode(c)), c.op
 
 
 def test_unchanged_toast_listed_or_placeholder() -> None:

@@ -41,8 +41,10 @@ def bridge_config(
     prefix: str,
     binary: bool = False,
     avro: dict[str, Any] | None = None,
+    kafka: dict[str, Any] | None = None,
 ) -> Config:
-    """A Config for one test database, with its own slot, publication and topic prefix."""
+    """A Config for one test database, with its own slot, publication and topic prefix;
+    `kafka` adds settings to the kafka section (e.g. exactly_once)."""
     return Config(
         source={
             "host": stack.pg_host,
@@ -55,7 +57,7 @@ def bridge_config(
             "status_interval_s": 1.0,
             "binary": binary,
         },
-        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix},
+        kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": prefix, **(kafka or {})},
         registry={"url": stack.registry_url},
         avro=avro or {},
         snapshot={"mode": "no_data"},  # tests stream changes made after the start

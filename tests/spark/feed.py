@@ -139,9 +139,10 @@ class TableFeed:
         return self.lsn
 
     def send(self, records: Sequence[Record], topic: str | None = None) -> None:
-        for key, value in records:
-            self.producer.produce(topic or self.topic, key=key, value=value)
-            self.produced.append((key, value))
+        for key, value, headers in records:
+            extra = {} if headers is None else {"headers": headers}
+            self.producer.produce(topic or self.topic, key=key, value=value, **extra)
+            self.produced.append((key, value, headers))
 
     def flush(self) -> None:
         assert self.producer.flush(30) == 0
