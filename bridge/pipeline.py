@@ -28,7 +28,7 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import Record, SourceBlock, TxSource
 from bridge.eos import KafkaTransactions
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -169,7 +169,7 @@ class Pipeline:
         self._event_counts = parts.metrics.events
         self._stopping = False
         # Read per transaction: plain attributes, not lookups through the config models.
-        self._server, self._db = cfg.kafka.topic_prefix, cfg.source.dbname
+        self._source_block = SourceBlock(cfg.kafka.topic_prefix, cfg.source.dbname, __version__)
         self._tx_metadata = cfg.pipeline.transaction_metadata
         self._messages_on = cfg.source.messages
         self._skipped_ops = self.routing.skipped_ops
@@ -258,9 +258,7 @@ class Pipeline:
         self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
         if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
-        self._tx_source = TxSource(
-            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, __version__
-        )
+        self._tx_source = TxSource(self._source_block, event.xid, event.commit_lsn, event.commit_ts)
         if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
 
