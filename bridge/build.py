@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
-from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -58,18 +57,34 @@ def build_pipeline(cfg: Config, metrics: Metrics | None = None) -> Pipeline:
 def run_pipeline(cfg: Config) -> None:
     """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
     metrics = Metrics()
+    stopper = _Stopper()
+    signal.signal(signal.SIGTERM, stopper)
+    signal.signal(signal.SIGINT, stopper)
     with operations(cfg, metrics):
-        _run_until_signalled(build_pipeline(cfg, metrics))
+        pipeline = build_pipeline(cfg, metrics)
+        stopper.attach(pipeline)
+        pipeline.run()
 
 
-def _run_until_signalled(pipeline: Pipeline) -> None:
-    def on_signal(signum: int, frame: FrameType | None) -> Any:
+class _Stopper:
+    """The SIGTERM/SIGINT handler, installed before the build: building can take a while
+    (creating a slot waits for running transactions), and a pod stopped then should
+    finish the build, stream nothing and exit 0, not die half-built."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._pipeline: Pipeline | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %s: stopping", signal.Signals(signum).name)
-        pipeline.stop()
+        self.requested = True
+        if self._pipeline is not None:
+            self._pipeline.stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    pipeline.run()
+    def attach(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+        if self.requested:
+            pipeline.stop()
 
 
 def _closing(opened: ExitStack, name: str, close: Callable[[], object]) -> None:

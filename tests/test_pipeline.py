@@ -8,6 +8,7 @@ policy. build_pipeline's clean-up is checked with fake connections.
 
 from __future__ import annotations
 
+import signal
 import struct
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -330,3 +331,32 @@ def test_build_closes_what_it_opened_when_a_later_step_fails(
         build.build_pipeline(Config(source={"slot_name": "s"}))
     assert len(fake_connections) == 2  # catalog and replication
     assert all(conn.closed for conn in fake_connections)
+
+
+class _Stoppable:
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_a_signal_during_the_build_stops_the_pipeline_once_it_is_built() -> None:
+    """SIGTERM while `build_pipeline` runs (a slot being created) must not kill the
+    process half-built: the request is kept and the built pipeline stops at once."""
+    stopper = build._Stopper()
+    stopper(signal.SIGTERM, None)
+    pipeline = _Stoppable()
+    stopper.attach(pipeline)  # type: ignore[arg-type]
+    assert pipeline.stopped == 1
+    stopper(signal.SIGINT, None)
+    assert pipeline.stopped == 2
+
+
+def test_a_signal_after_the_build_stops_the_pipeline() -> None:
+    stopper = build._Stopper()
+    pipeline = _Stoppable()
+    stopper.attach(pipeline)  # type: ignore[arg-type]
+    assert pipeline.stopped == 0
+    stopper(signal.SIGTERM, None)
+    assert pipeline.stopped == 1
