@@ -33,7 +33,7 @@ from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
 from bridge.registry import Registry
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
-from bridge.slotstate import PositionRecorder, guard
+from bridge.slotstate import PositionRecorder, guard, slot_info_sql
 from bridge.snapshot import SnapshotManager
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
@@ -117,7 +117,12 @@ class _Source:
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
         _closing(opened, "snapshot readers", self.snapshots.close)
         slot = self.snapshots.ensure_slot(self.rc)
-        self.positions: PositionRecorder = slot_guard.recorder(slot)
+        catalog = self.catalog
+        self.positions: PositionRecorder = slot_guard.recorder(
+            slot,
+            probe=lambda: slot_info_sql(catalog, src.slot_name, version),
+            on_lost=src.on_slot_lost,
+        )
         _closing(opened, "state producer", self.positions.close)
         self.start_lsn = slot.confirmed_flush or LSN(0)
 

@@ -30,6 +30,7 @@ from bridge.config import Config
 from bridge.decode.messages import Message, Relation
 from bridge.encode.records import Record, SourceBlock, TxSource
 from bridge.eos import KafkaTransactions
+from bridge.errors import BridgeError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.lsn import LSN
@@ -95,6 +96,9 @@ class Positions(Protocol):
     def admit(self, lsn: int) -> int: ...
 
     def settle(self, timeout: float) -> None: ...
+
+    def lost_slot(self) -> BridgeError | None:
+        """After the stream failed: the slot's loss, when that is why."""
 
 
 class Oversized(Protocol):
@@ -209,6 +213,11 @@ class Pipeline:
                 log.info(
                     "stop requested while Kafka was full; undelivered work is not acknowledged"
                 )
+            except SourceError as exc:
+                lost = self.positions.lost_slot()
+                if lost is None:
+                    raise
+                raise lost from exc
             self._drain()
         except Exception as exc:
             self.metrics.failed(exc)

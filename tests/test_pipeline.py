@@ -23,7 +23,7 @@ from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.decode.messages import Begin, Column, Commit, Insert, Message, Relation, TupleData
 from bridge.encode.records import Record, TxSource
-from bridge.errors import DeliveryError, SourceError
+from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
 from bridge.lsn import LSN
@@ -152,6 +152,12 @@ class RecordedAtOnce:
     def settle(self, timeout: float) -> None:
         pass
 
+    def __init__(self, lost: BridgeError | None = None) -> None:
+        self.lost = lost
+
+    def lost_slot(self) -> BridgeError | None:
+        return self.lost
+
 
 class FakeSnapshots:
     def __init__(self, stream_after: bool = True) -> None:
@@ -196,6 +202,7 @@ class Harness:
         *,
         stream_after: bool = True,
         fail_topic: str | None = None,
+        lost: BridgeError | None = None,
     ) -> None:
         cfg = Config(
             source={"slot_name": "s", "dbname": "db"},
@@ -247,7 +254,7 @@ class Harness:
                 txmeta=TransactionTopic(None, "p"),  # type: ignore[arg-type]
                 messages=MessageTopic(None, "p"),  # type: ignore[arg-type]
                 heartbeat=Heartbeat(None, "p", 0, lambda: None),  # type: ignore[arg-type]
-                positions=RecordedAtOnce(),
+                positions=RecordedAtOnce(lost),
                 resources=resources,
             ),
         )
@@ -278,6 +285,30 @@ def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path:
     with pytest.raises(DeliveryError, match="test: refused"):
         run.pipeline.run()
     assert all(struct.unpack(">cQQQQB", w)[2] < 0x200 for w in run.conn.written)
+    assert run.closed == ["resources"]
+
+
+class _Dropped(FakeConnection):
+    def read_copy(self, timeout: float) -> memoryview | None:
+        if not self.frames:
+            raise SourceError("test: replication connection lost while streaming")
+        return super().read_copy(timeout)
+
+
+@pytest.mark.parametrize("lost", [None, SlotLostError("test: the slot was invalidated")])
+def test_a_lost_stream_is_reported_as_the_slots_loss_when_that_is_why(
+    tmp_path: Path, lost: BridgeError | None
+) -> None:
+    """The server ends the walsender of a slot it invalidates: the user must read that
+    the slot is lost (and what to do), not a bare 'connection lost'."""
+    run = Harness(tmp_path, transaction(7, 0x200, 1), lost=lost)
+    run.conn.__class__ = _Dropped
+    with pytest.raises(SourceError) as raised:
+        run.pipeline.run()
+    if lost is None:
+        assert "connection lost" in str(raised.value)
+    else:
+        assert raised.value is lost
     assert run.closed == ["resources"]
 
 
