@@ -149,10 +149,14 @@ def make_table(conn: psycopg.Connection[Any], table: str, rows: int) -> None:
 
 
 class Writer:
-    """Random updates, deletes and inserts in small transactions until `stop()`."""
+    """Random updates, deletes and inserts in small transactions until `stop()`, at most
+    `rate` transactions a second when given."""
 
-    def __init__(self, dsn: str, table: str, keys: int, seed: int = 7) -> None:
+    def __init__(
+        self, dsn: str, table: str, keys: int, seed: int = 7, rate: float | None = None
+    ) -> None:
         self._dsn = dsn
+        self._rate = rate
         self._table = table
         self._keys = keys
         self._random = random.Random(seed)
@@ -176,11 +180,16 @@ class Writer:
         wait_for(lambda: self.transactions >= target or self.error, timeout, "writes")
 
     def _run(self) -> None:
+        started = time.monotonic()
         try:
             with psycopg.connect(self._dsn, autocommit=True) as conn:
                 while not self._stop.is_set():
                     self._transaction(conn)
                     self.transactions += 1
+                    if self._rate:  # pacing, not synchronisation
+                        ahead = started + self.transactions / self._rate - time.monotonic()
+                        if ahead > 0:
+                            self._stop.wait(ahead)
         except BaseException as exc:
             self.error = exc
 
