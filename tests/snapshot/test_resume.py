@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from delivery.helpers import BridgeProcess
 from waiting import wait_for
 
@@ -19,6 +20,9 @@ from .helpers import Rec, Writer, make_table, same_state
 # when the test process loses the CPU for a while (20,000 rows in 50 chunks once could).
 ROWS = 40_000
 CHUNK = 100
+# The same 400 chunks, smaller (the order test runs three snapshots' worth of restarts).
+ORDER_ROWS = 20_000
+ORDER_CHUNK = 50
 
 
 def test_kill9_mid_snapshot_resumes_at_the_last_finished_chunk(
@@ -68,6 +72,7 @@ def test_kill9_mid_snapshot_resumes_at_the_last_finished_chunk(
     assert "resuming snapshot" in bridge.log()
 
 
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_kills_during_the_snapshot_keep_commit_order_per_key(
     pg_conn: psycopg.Connection[Any],
     pg_dsn: str,
@@ -75,15 +80,20 @@ def test_kills_during_the_snapshot_keep_commit_order_per_key(
     topic: Any,
     slot_name: str,
     tmp_path: Path,
+    exactly_once: bool,
 ) -> None:
     """Updates, deletes and upserts run throughout; the bridge is killed in its initial
     snapshot and again in the resumed one. Each resume reads its chunks at a newer LSN
     than the slot's position, yet no key's records may go back in time: a consumer
     applying the topic in order sees every key's states in commit order, and ends with
-    the table (nothing lost, no deleted row left behind)."""
-    make_table(pg_conn, "t", ROWS)
-    writer = Writer(pg_dsn, "t", ROWS, rate=200).start()
-    bridge = BridgeProcess(make_settings(mode="initial", workers=2, chunk_size=CHUNK), tmp_path)
+    the table (nothing lost, no deleted row left behind). Exactly-once: the changes
+    streamed before a resumed snapshot's rows are in committed Kafka transactions, not
+    in one a kill aborts and the next run sends again after those rows."""
+    make_table(pg_conn, "t", ORDER_ROWS)
+    writer = Writer(pg_dsn, "t", ORDER_ROWS, rate=200).start()
+    settings = make_settings(mode="initial", workers=2, chunk_size=ORDER_CHUNK)
+    settings["kafka"].update(exactly_once=exactly_once, transaction_max_records=50)
+    bridge = BridgeProcess(settings, tmp_path)
     try:
         bridge.start()
         _kill_during_snapshot(bridge, pg_conn, slot_name, 6)  # in the initial snapshot
