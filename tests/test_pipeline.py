@@ -21,7 +21,18 @@ import pytest
 from bridge import build
 from bridge.acks import AckTracker
 from bridge.config import Config
-from bridge.decode.messages import Begin, Column, Commit, Insert, Message, Relation, TupleData
+from bridge.decode.messages import (
+    Begin,
+    Column,
+    Commit,
+    Insert,
+    Message,
+    Relation,
+    StreamCommit,
+    StreamStart,
+    StreamStop,
+    TupleData,
+)
 from bridge.encode.records import Record, TxSource
 from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
 from bridge.events.assembler import EventAssembler
@@ -160,11 +171,28 @@ class RecordedAtOnce:
 
 
 class FakeSnapshots:
-    def __init__(self, stream_after: bool = True) -> None:
+    """`pending`: the LSN of a snapshot to read once the stream is there; `read_pending`
+    records what Kafka and PostgreSQL had been told at that moment (`seen`)."""
+
+    def __init__(self, stream_after: bool = True, pending: int | None = None) -> None:
         self.stream_after = stream_after
+        self.pending = pending
+        self.completes = True
+        self.seen: Callable[[int], object] = lambda flushed: flushed
+        self.reads: list[object] = []
 
     def run_initial(self, should_stop: Callable[[], bool]) -> bool:
         return self.stream_after
+
+    def pending_lsn(self) -> int | None:
+        return self.pending
+
+    def read_pending(
+        self, flushed: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
+    ) -> bool:
+        keep_alive()
+        self.reads.append(self.seen(flushed))
+        return self.completes
 
     def is_private(self, relation: Relation) -> bool:
         return False
@@ -203,6 +231,7 @@ class Harness:
         stream_after: bool = True,
         fail_topic: str | None = None,
         lost: BridgeError | None = None,
+        snapshots: FakeSnapshots | None = None,
     ) -> None:
         cfg = Config(
             source={"slot_name": "s", "dbname": "db"},
@@ -233,7 +262,7 @@ class Harness:
             Parts(
                 metrics=metrics,
                 routing=Routing.from_config(cfg),
-                snapshots=FakeSnapshots(stream_after),
+                snapshots=snapshots or FakeSnapshots(stream_after),
                 incremental=None,
                 encoders=self.encoders,
                 decode=decode,
@@ -318,6 +347,76 @@ def test_no_streaming_after_an_initial_only_snapshot(tmp_path: Path) -> None:
     assert run.started == 0
     assert run.conn.written == []  # replication never started: no status update
     assert run.closed == ["resources"]
+
+
+def _delivered_rows(run: Harness) -> list[bytes | None]:
+    assert run.client is not None
+    return [value for _, _, value in run.client.delivered]
+
+
+def test_a_pending_snapshot_is_read_after_the_transactions_it_sees(tmp_path: Path) -> None:
+    """Resumed snapshot at 0x2f8, the commit LSN of transaction 8: transaction 7 (commit
+    0x1f8) is in its view and goes first, delivered and confirmed; 8 and 9 come after."""
+    snapshots = FakeSnapshots(pending=0x2F8)
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, 2) + transaction(9, 0x400, 3)
+    run = Harness(tmp_path, messages, snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, run.conn.flushed(), _delivered_rows(run))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, 0x200, [b"row 1"])]
+    assert _delivered_rows(run) == [b"row 1", b"row 2", b"row 3"]
+    assert run.conn.flushed() == 0x400
+
+
+def test_a_streamed_transaction_after_the_pending_snapshot_is_not_confirmed_before_it(
+    tmp_path: Path,
+) -> None:
+    """Its replay starts with the assembler idle (the Stream Commit was its last message):
+    the position confirmed before the snapshot must still stop below it."""
+    snapshots = FakeSnapshots(pending=0x2F0)
+    streamed: list[tuple[int, Message]] = [
+        (0x250, StreamStart(9, True)),
+        (0x258, RELATION._replace(xid=9)),
+        (0x260, Insert(9, RELATION.oid, TupleData(b"t", (b"2",)))),
+        (0x268, StreamStop()),
+        (0x300, StreamCommit(9, 0, 0x2F8, 0x300, 1_000)),
+    ]
+    run = Harness(tmp_path, transaction(7, 0x200, 1) + streamed, snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, _delivered_rows(run))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, [b"row 1"])]
+    assert _delivered_rows(run) == [b"row 1", b"row 2"]
+    assert run.conn.flushed() == 0x300
+
+
+def test_a_stop_during_the_pending_snapshot_delivers_nothing_after_it(tmp_path: Path) -> None:
+    snapshots = FakeSnapshots(pending=0x2F8)
+    snapshots.completes = False
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, 2)
+    run = Harness(tmp_path, messages, snapshots=snapshots)
+    run.pipeline.run()
+    assert len(snapshots.reads) == 1
+    assert _delivered_rows(run) == [b"row 1"]
+    assert run.conn.flushed() == 0x200  # transaction 8 is sent again after a restart
+    assert run.closed == ["resources"]
+
+
+def test_a_quiet_stream_reads_the_pending_snapshot_once_decoding_passed_it(
+    tmp_path: Path,
+) -> None:
+    """No transaction at or after the snapshot's LSN comes: a keepalive past it says that
+    every transaction before it was sent."""
+    snapshots = FakeSnapshots(pending=0x2F8)
+    run = Harness(tmp_path, transaction(7, 0x200, 1), snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, _delivered_rows(run))
+    run.conn.frames.append(b"k" + struct.pack(">QQB", 0x280, 0, 0))  # not there yet
+    run.pipeline.run()
+    assert snapshots.reads == []
+    assert any(w[-1] == 1 for w in run.conn.written)  # asked for a keepalive meanwhile
+
+    run = Harness(tmp_path, transaction(7, 0x200, 1), snapshots=snapshots)
+    run.conn.frames.append(b"k" + struct.pack(">QQB", 0x500, 0, 0))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, [b"row 1"])]
 
 
 def test_everything_is_closed_when_streaming_cannot_start(tmp_path: Path) -> None:
