@@ -124,7 +124,8 @@ class Bridge:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             if self.proc.wait(60) != 0:
-                raise SystemExit(f"bridge exited badly, see {self.log}")
+                tail = self.log.read_text(errors="replace")[-4000:]
+                raise SystemExit(f"bridge exited badly; the end of its log {self.log}:\n{tail}")
 
     def cpu_s(self) -> float:
         """User + system CPU seconds the running bridge process used so far."""

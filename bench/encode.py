@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
 from bridge.encode.avro import compile_writer
 from bridge.encode.columns import codec_of
-from bridge.encode.records import ChangeEncoder, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     table = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "b")
     encoder = ChangeEncoder(table, 1, 2)
     assert table.key_schema is not None
-    tx = TxSource("b", "bench", 1234, 0x1_0000_0000, 0, "bench")
+    tx = TxSource(SourceBlock("b", "bench", "bench"), 1234, 0x1_0000_0000, 0)
     rows = text_rows(n)
     changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
     parsers = [

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
-from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -35,7 +34,7 @@ from bridge.registry import Registry
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
-from bridge.slotstate import PositionRecorder, guard
+from bridge.slotstate import PositionRecorder, guard, slot_info_sql
 from bridge.snapshot import SnapshotManager
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
@@ -59,18 +58,34 @@ def build_pipeline(cfg: Config, metrics: Metrics | None = None) -> Pipeline:
 def run_pipeline(cfg: Config) -> None:
     """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
     metrics = Metrics()
+    stopper = _Stopper()
+    signal.signal(signal.SIGTERM, stopper)
+    signal.signal(signal.SIGINT, stopper)
     with operations(cfg, metrics):
-        _run_until_signalled(build_pipeline(cfg, metrics))
+        pipeline = build_pipeline(cfg, metrics)
+        stopper.attach(pipeline)
+        pipeline.run()
 
 
-def _run_until_signalled(pipeline: Pipeline) -> None:
-    def on_signal(signum: int, frame: FrameType | None) -> Any:
+class _Stopper:
+    """The SIGTERM/SIGINT handler, installed before the build: building can take a while
+    (creating a slot waits for running transactions), and a pod stopped then should
+    finish the build, stream nothing and exit 0, not die half-built."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._pipeline: Pipeline | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %s: stopping", signal.Signals(signum).name)
-        pipeline.stop()
+        self.requested = True
+        if self._pipeline is not None:
+            self._pipeline.stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    pipeline.run()
+    def attach(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+        if self.requested:
+            pipeline.stop()
 
 
 def _closing(opened: ExitStack, name: str, close: Callable[[], object]) -> None:
@@ -103,7 +118,12 @@ class _Source:
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
         _closing(opened, "snapshot readers", self.snapshots.close)
         slot = self.snapshots.ensure_slot(self.rc)
-        self.positions: PositionRecorder = slot_guard.recorder(slot)
+        catalog = self.catalog
+        self.positions: PositionRecorder = slot_guard.recorder(
+            slot,
+            probe=lambda: slot_info_sql(catalog, src.slot_name, version),
+            on_lost=src.on_slot_lost,
+        )
         _closing(opened, "state producer", self.positions.close)
         self.start_lsn = slot.confirmed_flush or LSN(0)
 

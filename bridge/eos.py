@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bridge.errors import DeliveryError
@@ -99,12 +99,12 @@ def read_last_value(
     )
     try:
         tp = TopicPartition(topic, 0)
-        _, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        deadline = time.monotonic() + timeout
+        high = _high_watermark(consumer, tp, deadline)
         found: bytes | None = None
         if high <= 0:
             return None
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout
         while True:
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None and msg.key() == key:
@@ -119,6 +119,37 @@ def read_last_value(
                 )
     finally:
         consumer.close()
+
+
+# A partition's leadership is still settling just after the topic was created (or
+# after a broker restart): asking again soon succeeds.
+_SETTLING: Final = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._TIMED_OUT,
+    }
+)
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(
+                tp, timeout=max(1.0, deadline - time.monotonic()), cached=False
+            )
+            return int(high)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _SETTLING or time.monotonic() > deadline:
+                consumer.poll(0)  # a refused login raises here, from the error callback
+                raise DeliveryError(
+                    f"cannot read the end offset of topic {tp.topic!r}: {error.str()}",
+                    hint="check kafka.bootstrap_servers and that the broker is up",
+                ) from None
+            time.sleep(0.2)  # leadership moves within a broker round trip or two
 
 
 class KafkaTransactions:

@@ -13,6 +13,11 @@ Loop priorities, highest first:
 4. delivery callbacks (`poll`), Kafka transaction commits (exactly-once mode),
    heartbeats, and the flush LSN, recomputed after each commit and whenever the
    stream is quiet.
+
+A resumed initial snapshot (or `always`) is read in the middle of the stream, at its
+LSN L (`Snapshots.pending_lsn`): the stream first delivers every transaction whose
+commit record starts below L, has them confirmed, then pauses for the snapshot's
+rows, then goes on (per-key order across the seam: see bridge/snapshot/modes.py).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from bridge import __version__
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
-from bridge.encode.records import Headers, Record, TxSource, record_size
+from bridge.encode.records import Headers, Record, SourceBlock, TxSource, record_size
 from bridge.eos import KafkaTransactions
+from bridge.errors import BridgeError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.lsn import LSN
@@ -77,6 +83,12 @@ class Encoders(Protocol):
 class Snapshots(Protocol):
     def run_initial(self, should_stop: Callable[[], bool]) -> bool: ...
 
+    def pending_lsn(self) -> int | None: ...
+
+    def read_pending(
+        self, flushed: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
+    ) -> bool: ...
+
     def is_private(self, relation: Relation) -> bool: ...
 
 
@@ -95,6 +107,9 @@ class Positions(Protocol):
     def admit(self, lsn: int) -> int: ...
 
     def settle(self, timeout: float) -> None: ...
+
+    def lost_slot(self) -> BridgeError | None:
+        """After the stream failed: the slot's loss, when that is why."""
 
 
 class Oversized(Protocol):
@@ -179,7 +194,7 @@ class Pipeline:
         self._event_counts = parts.metrics.events
         self._stopping = False
         # Read per transaction: plain attributes, not lookups through the config models.
-        self._server, self._db = cfg.kafka.topic_prefix, cfg.source.dbname
+        self._source_block = SourceBlock(cfg.kafka.topic_prefix, cfg.source.dbname, __version__)
         self._tx_metadata = cfg.pipeline.transaction_metadata
         self._messages_on = cfg.source.messages
         self._skipped_ops = self.routing.skipped_ops
@@ -190,6 +205,7 @@ class Pipeline:
         self._tx_records = 0
         self._next_ack = 0.0
         self._routes: dict[int, _Route] = {}
+        self._snapshot_at: int | None = None  # L of a snapshot to read when the stream is there
 
     def run(self) -> None:
         """Stream until stopped; on the way out flush, confirm and close cleanly."""
@@ -204,6 +220,7 @@ class Pipeline:
             self.close()
 
     def _stream(self) -> None:
+        self._snapshot_at = self.snapshots.pending_lsn()
         self._start_streaming()
         log.info(
             "streaming slot %s from %s with %s",
@@ -219,6 +236,17 @@ class Pipeline:
                 log.info(
                     "stop requested while Kafka was full; undelivered work is not acknowledged"
                 )
+            except SourceError as exc:
+                lost = self.positions.lost_slot()
+                if lost is None:
+                    raise
+                raise lost from exc
+            except _SnapshotStoppedError:
+                # Settled before the snapshot (`_read_snapshot`), nothing sent since; a
+                # drain could take the transaction being replayed as passed (its TxBegin
+                # did not open it yet).
+                log.info("stop requested while the stream waited for the snapshot")
+                return
             self._drain()
         except Exception as exc:
             self.metrics.failed(exc)
@@ -263,14 +291,15 @@ class Pipeline:
                         self._message(event)
 
     def _begin(self, event: TxBegin) -> None:
+        snapshot_at = self._snapshot_at
+        if snapshot_at is not None and event.commit_lsn >= snapshot_at:
+            self._read_snapshot()  # the first transaction the snapshot does not see
         self._tx = self.tracker.open_tx()
         self._tx_records = 0
         self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
         if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
-        self._tx_source = TxSource(
-            self._server, self._db, event.xid, event.commit_lsn, event.commit_ts, __version__
-        )
+        self._tx_source = TxSource(self._source_block, event.xid, event.commit_lsn, event.commit_ts)
         if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
 
@@ -375,6 +404,12 @@ class Pipeline:
 
     def _idle(self) -> None:
         self.metrics.tick()
+        snapshot_at = self._snapshot_at
+        if snapshot_at is not None and self._tx is None:
+            if self.stream.server_wal_end >= snapshot_at:
+                self._read_snapshot()  # every transaction committed before it was seen
+            else:
+                self.stream.send_status(reply=True)  # a keepalive tells how far decoding is
         if self.eos is not None and self._tx is None:
             self.eos.commit()
         now = time.monotonic()
@@ -382,31 +417,64 @@ class Pipeline:
             self.heartbeat.beat(now)
         self._acknowledge()
 
-    def _acknowledge(self) -> None:
+    def _read_snapshot(self) -> None:
+        """Read the pending snapshot now that every transaction it sees was received.
+
+        They are delivered and confirmed first (`Snapshots.read_pending` waits until
+        the slot shows it), so a kill from here on never resends them after the rows.
+        The stream waits meanwhile, its keepalives answered. Called between two
+        transactions, maybe with the next one's events under way (a streamed or
+        prepared transaction being replayed leaves the assembler idle), so the position
+        reported stops at the last delivered transaction, not at an idle position."""
+        self._snapshot_at = None
+        while not self._settle(self.cfg.pipeline.shutdown_timeout_s, idle=False):
+            if self._stopping:
+                raise _SnapshotStoppedError
+        keep_alive = self.metrics.ticking(self.stream.service)
+        if not self.snapshots.read_pending(
+            self.stream.status.flushed, lambda: self._stopping, keep_alive
+        ):
+            raise _SnapshotStoppedError
+
+    def _acknowledge(self, idle: bool = True) -> bool:
+        """Report the flush position (past an idle stretch of WAL when `idle`); True if it
+        is all that was delivered (not held back until the state topic recorded it)."""
         self.producer.poll()
         lsn = self.tracker.flush_lsn(
-            idle_position=self.assembler.idle_wal_end(),
+            idle_position=self.assembler.idle_wal_end() if idle else None,
             server_wal_end=self.stream.server_wal_end,
             holds=(self.assembler.hold_lsn(), None if self.eos is None else self.eos.hold_lsn()),
         )
-        lsn = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
-        self.stream.confirm(lsn)
-        self.metrics.confirmed(lsn)
+        admitted = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
+        self.stream.confirm(admitted)
+        self.metrics.confirmed(admitted)
         if self.incremental is not None:
-            self.incremental.on_acknowledged(lsn)
+            self.incremental.on_acknowledged(admitted)
+        return admitted >= lsn
+
+    def _settle(self, timeout: float, idle: bool = True) -> bool:
+        """Deliver what is in flight and report the position it reaches (each step
+        waits up to `timeout` s); True if all of it is delivered and reported."""
+        if self.eos is not None and self._tx is None:
+            self.eos.commit()
+        delivered = self.producer.flush(timeout)
+        self._acknowledge(idle)
+        self.positions.settle(timeout)
+        reported = self._acknowledge(idle)
+        self.stream.send_status()
+        return delivered and reported
 
     def _drain(self) -> None:
         """Graceful stop: deliver what is in flight, then report the final position."""
         timeout = self.cfg.pipeline.shutdown_timeout_s
-        if self.eos is not None and self._tx is None:
-            self.eos.commit()
-        if not self.producer.flush(timeout):
-            log.warning("records still undelivered after %.0fs", timeout)
-        self._acknowledge()
-        self.positions.settle(timeout)
-        self._acknowledge()
-        self.stream.send_status()
+        if not self._settle(timeout):
+            log.warning("records or the position still unconfirmed after %.0fs", timeout)
         log.info("stopped at flush LSN %s", LSN(self.stream.status.flushed))
+
+
+class _SnapshotStoppedError(Exception):
+    """A stop while the stream waited for the pending snapshot: leave the loop
+    without the transaction that was about to start."""
 
 
 class _Route:

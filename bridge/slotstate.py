@@ -21,8 +21,9 @@ default `<prefix>.bridge_state`), key = slot name, value = JSON
 On start `guard` compares the record with the slot and either passes, raises
 `SlotLostError` naming the lost LSN range (`on_slot_lost: fail`), or drops what is
 left of the slot so the snapshot manager creates a new one and re-reads the tables
-(`resnapshot`). A slot invalidated while streaming ends the stream with an error; the
-next start takes this same path.
+(`resnapshot`). The server ends the stream of a slot it invalidates: the stream's error
+is then reported as the slot's loss (`PositionRecorder.lost_slot`), and the next start
+takes this same path.
 """
 
 from __future__ import annotations
@@ -30,16 +31,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
-from typing import Final, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NamedTuple
 
+import psycopg
 from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
 from psycopg import sql
 
 from bridge.config import Config
 from bridge.eos import ensure_offsets_topic, read_last_value
-from bridge.errors import DeliveryError, SlotLostError
+from bridge.errors import BridgeError, DeliveryError, SlotLostError
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.produce import kafka_client_config
@@ -168,13 +170,15 @@ class Guard:
         self.resnapshots = resnapshots
         self.replaced = replaced  # the old slot was dropped: the new one starts a new record
 
-    def recorder(self, slot: slots.Slot) -> PositionRecorder:
+    def recorder(
+        self, slot: slots.Slot, probe: Callable[[], SlotInfo | None], on_lost: str
+    ) -> PositionRecorder:
         start = int(slot.confirmed_flush or slot.consistent_point or 0)
         previous = self.record
         if previous is not None and not self.replaced and not slot.created:
             start = max(start, previous.lsn)  # a synchronised copy may lag the record
         record = Record(self.info.systemid, self.info.timeline, start, self.resnapshots)
-        recorder = PositionRecorder(self.state, record)
+        recorder = PositionRecorder(self.state, record, probe, on_lost)
         recorder.write_now(start)
         return recorder
 
@@ -242,6 +246,10 @@ def guard(
     return Guard(state, None, info, (*recent, now), replaced=True)
 
 
+_RESTART_HINT: Final = (
+    "start the bridge again: with source.on_slot_lost resnapshot it then creates the slot "
+    "again and re-reads the captured tables"
+)
 _FAIL_HINT: Final = (
     "nothing was streamed from a new slot. If a standby was promoted, use a failover slot "
     "next time (source.failover_slot, PostgreSQL 17+, README: High availability). To go on, "
@@ -258,21 +266,34 @@ def _count(metrics: Metrics, loss: Loss, info: slots.SystemInfo) -> None:
 
 
 def slot_info(rc: libpq.ReplicationConnection, name: str, version: int) -> SlotInfo | None:
+    rows = rc.command(_slot_query(version).format(rc.quote(sql.Literal(name))))
+    return _slot_info(rows[0]) if rows else None
+
+
+def slot_info_sql(conn: psycopg.Connection[Any], name: str, version: int) -> SlotInfo | None:
+    """`slot_info` over a plain SQL connection: the replication one may be the one that
+    just failed."""
+    row = conn.execute(_slot_query(version).format("%s"), (name,)).fetchone()
+    return None if row is None else _slot_info(row)
+
+
+def _slot_query(version: int) -> str:
     if version >= 170000:
         reason = "invalidation_reason"
     elif version >= 160000:
         reason = "CASE WHEN conflicting THEN 'rows_removed' END"
     else:
         reason = "NULL"
-    rows = rc.command(
+    return (
         f"SELECT confirmed_flush_lsn, wal_status, {reason} FROM pg_replication_slots "
-        f"WHERE slot_name = {rc.quote(sql.Literal(name))}"
+        "WHERE slot_name = {}"
     )
-    if not rows:
-        return None
-    confirmed, wal_status, why = rows[0]
+
+
+def _slot_info(row: Sequence[Any]) -> SlotInfo:
+    confirmed, wal_status, why = row
     invalidation = why or ("wal_removed" if wal_status == "lost" else None)
-    return SlotInfo(int(LSN.parse(confirmed or "0/0")), invalidation)
+    return SlotInfo(int(LSN.parse(str(confirmed or "0/0"))), invalidation)
 
 
 class PositionRecorder:
@@ -281,15 +302,41 @@ class PositionRecorder:
     one a second)."""
 
     def __init__(
-        self, state: StateTopic, record: Record, clock: Callable[[], float] = time.monotonic
+        self,
+        state: StateTopic,
+        record: Record,
+        probe: Callable[[], SlotInfo | None],
+        on_lost: str = "fail",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._state = state
         self._record = record
+        self._probe = probe
+        self._on_lost = on_lost
         self._clock = clock
         self.recorded = 0
         self._wanted = 0
         self._in_flight = False
         self._next = 0.0
+
+    def lost_slot(self) -> SlotLostError | None:
+        """After the stream failed: was it because the slot is lost? (The server
+        terminates the walsender of a slot it invalidates.) None when the slot is fine or
+        cannot be asked: the stream's own error then stands."""
+        try:
+            slot = self._probe()
+        except (psycopg.Error, BridgeError):
+            return None
+        record = self._record
+        loss = judge(record, record.systemid, slot)
+        if loss is None:
+            return None
+        hint = (
+            _RESTART_HINT
+            if self._on_lost == "resnapshot"
+            else _FAIL_HINT.format(topic=self._state.topic, slot=self._state.key.decode())
+        )
+        return SlotLostError(f"while streaming: {loss.what}; {loss.describe()}", hint=hint)
 
     def write_now(self, lsn: int) -> None:
         """Record `lsn` and wait for Kafka's acknowledgement."""

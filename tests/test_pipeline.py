@@ -8,6 +8,7 @@ policy. build_pipeline's clean-up is checked with fake connections.
 
 from __future__ import annotations
 
+import signal
 import struct
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -20,9 +21,20 @@ import pytest
 from bridge import build
 from bridge.acks import AckTracker
 from bridge.config import Config
-from bridge.decode.messages import Begin, Column, Commit, Insert, Message, Relation, TupleData
+from bridge.decode.messages import (
+    Begin,
+    Column,
+    Commit,
+    Insert,
+    Message,
+    Relation,
+    StreamCommit,
+    StreamStart,
+    StreamStop,
+    TupleData,
+)
 from bridge.encode.records import Record, TxSource
-from bridge.errors import DeliveryError, SourceError
+from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
 from bridge.lsn import LSN
@@ -151,13 +163,36 @@ class RecordedAtOnce:
     def settle(self, timeout: float) -> None:
         pass
 
+    def __init__(self, lost: BridgeError | None = None) -> None:
+        self.lost = lost
+
+    def lost_slot(self) -> BridgeError | None:
+        return self.lost
+
 
 class FakeSnapshots:
-    def __init__(self, stream_after: bool = True) -> None:
+    """`pending`: the LSN of a snapshot to read once the stream is there; `read_pending`
+    records what Kafka and PostgreSQL had been told at that moment (`seen`)."""
+
+    def __init__(self, stream_after: bool = True, pending: int | None = None) -> None:
         self.stream_after = stream_after
+        self.pending = pending
+        self.completes = True
+        self.seen: Callable[[int], object] = lambda flushed: flushed
+        self.reads: list[object] = []
 
     def run_initial(self, should_stop: Callable[[], bool]) -> bool:
         return self.stream_after
+
+    def pending_lsn(self) -> int | None:
+        return self.pending
+
+    def read_pending(
+        self, flushed: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
+    ) -> bool:
+        keep_alive()
+        self.reads.append(self.seen(flushed))
+        return self.completes
 
     def is_private(self, relation: Relation) -> bool:
         return False
@@ -195,6 +230,8 @@ class Harness:
         *,
         stream_after: bool = True,
         fail_topic: str | None = None,
+        lost: BridgeError | None = None,
+        snapshots: FakeSnapshots | None = None,
     ) -> None:
         cfg = Config(
             source={"slot_name": "s", "dbname": "db"},
@@ -225,7 +262,7 @@ class Harness:
             Parts(
                 metrics=metrics,
                 routing=Routing.from_config(cfg),
-                snapshots=FakeSnapshots(stream_after),
+                snapshots=snapshots or FakeSnapshots(stream_after),
                 incremental=None,
                 encoders=self.encoders,
                 decode=decode,
@@ -246,7 +283,7 @@ class Harness:
                 txmeta=TransactionTopic(None, "p"),  # type: ignore[arg-type]
                 messages=MessageTopic(None, "p"),  # type: ignore[arg-type]
                 heartbeat=Heartbeat(None, "p", 0, lambda: None),  # type: ignore[arg-type]
-                positions=RecordedAtOnce(),
+                positions=RecordedAtOnce(lost),
                 resources=resources,
             ),
         )
@@ -280,12 +317,106 @@ def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path:
     assert run.closed == ["resources"]
 
 
+class _Dropped(FakeConnection):
+    def read_copy(self, timeout: float) -> memoryview | None:
+        if not self.frames:
+            raise SourceError("test: replication connection lost while streaming")
+        return super().read_copy(timeout)
+
+
+@pytest.mark.parametrize("lost", [None, SlotLostError("test: the slot was invalidated")])
+def test_a_lost_stream_is_reported_as_the_slots_loss_when_that_is_why(
+    tmp_path: Path, lost: BridgeError | None
+) -> None:
+    """The server ends the walsender of a slot it invalidates: the user must read that
+    the slot is lost (and what to do), not a bare 'connection lost'."""
+    run = Harness(tmp_path, transaction(7, 0x200, 1), lost=lost)
+    run.conn.__class__ = _Dropped
+    with pytest.raises(SourceError) as raised:
+        run.pipeline.run()
+    if lost is None:
+        assert "connection lost" in str(raised.value)
+    else:
+        assert raised.value is lost
+    assert run.closed == ["resources"]
+
+
 def test_no_streaming_after_an_initial_only_snapshot(tmp_path: Path) -> None:
     run = Harness(tmp_path, transaction(7, 0x200, 1), stream_after=False)
     run.pipeline.run()
     assert run.started == 0
     assert run.conn.written == []  # replication never started: no status update
     assert run.closed == ["resources"]
+
+
+def _delivered_rows(run: Harness) -> list[bytes | None]:
+    assert run.client is not None
+    return [value for _, _, value in run.client.delivered]
+
+
+def test_a_pending_snapshot_is_read_after_the_transactions_it_sees(tmp_path: Path) -> None:
+    """Resumed snapshot at 0x2f8, the commit LSN of transaction 8: transaction 7 (commit
+    0x1f8) is in its view and goes first, delivered and confirmed; 8 and 9 come after."""
+    snapshots = FakeSnapshots(pending=0x2F8)
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, 2) + transaction(9, 0x400, 3)
+    run = Harness(tmp_path, messages, snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, run.conn.flushed(), _delivered_rows(run))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, 0x200, [b"row 1"])]
+    assert _delivered_rows(run) == [b"row 1", b"row 2", b"row 3"]
+    assert run.conn.flushed() == 0x400
+
+
+def test_a_streamed_transaction_after_the_pending_snapshot_is_not_confirmed_before_it(
+    tmp_path: Path,
+) -> None:
+    """Its replay starts with the assembler idle (the Stream Commit was its last message):
+    the position confirmed before the snapshot must still stop below it."""
+    snapshots = FakeSnapshots(pending=0x2F0)
+    streamed: list[tuple[int, Message]] = [
+        (0x250, StreamStart(9, True)),
+        (0x258, RELATION._replace(xid=9)),
+        (0x260, Insert(9, RELATION.oid, TupleData(b"t", (b"2",)))),
+        (0x268, StreamStop()),
+        (0x300, StreamCommit(9, 0, 0x2F8, 0x300, 1_000)),
+    ]
+    run = Harness(tmp_path, transaction(7, 0x200, 1) + streamed, snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, _delivered_rows(run))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, [b"row 1"])]
+    assert _delivered_rows(run) == [b"row 1", b"row 2"]
+    assert run.conn.flushed() == 0x300
+
+
+def test_a_stop_during_the_pending_snapshot_delivers_nothing_after_it(tmp_path: Path) -> None:
+    snapshots = FakeSnapshots(pending=0x2F8)
+    snapshots.completes = False
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, 2)
+    run = Harness(tmp_path, messages, snapshots=snapshots)
+    run.pipeline.run()
+    assert len(snapshots.reads) == 1
+    assert _delivered_rows(run) == [b"row 1"]
+    assert run.conn.flushed() == 0x200  # transaction 8 is sent again after a restart
+    assert run.closed == ["resources"]
+
+
+def test_a_quiet_stream_reads_the_pending_snapshot_once_decoding_passed_it(
+    tmp_path: Path,
+) -> None:
+    """No transaction at or after the snapshot's LSN comes: a keepalive past it says that
+    every transaction before it was sent."""
+    snapshots = FakeSnapshots(pending=0x2F8)
+    run = Harness(tmp_path, transaction(7, 0x200, 1), snapshots=snapshots)
+    snapshots.seen = lambda flushed: (flushed, _delivered_rows(run))
+    run.conn.frames.append(b"k" + struct.pack(">QQB", 0x280, 0, 0))  # not there yet
+    run.pipeline.run()
+    assert snapshots.reads == []
+    assert any(w[-1] == 1 for w in run.conn.written)  # asked for a keepalive meanwhile
+
+    run = Harness(tmp_path, transaction(7, 0x200, 1), snapshots=snapshots)
+    run.conn.frames.append(b"k" + struct.pack(">QQB", 0x500, 0, 0))
+    run.pipeline.run()
+    assert snapshots.reads == [(0x200, [b"row 1"])]
 
 
 def test_everything_is_closed_when_streaming_cannot_start(tmp_path: Path) -> None:
@@ -330,3 +461,32 @@ def test_build_closes_what_it_opened_when_a_later_step_fails(
         build.build_pipeline(Config(source={"slot_name": "s"}))
     assert len(fake_connections) == 2  # catalog and replication
     assert all(conn.closed for conn in fake_connections)
+
+
+class _Stoppable:
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+def test_a_signal_during_the_build_stops_the_pipeline_once_it_is_built() -> None:
+    """SIGTERM while `build_pipeline` runs (a slot being created) must not kill the
+    process half-built: the request is kept and the built pipeline stops at once."""
+    stopper = build._Stopper()
+    stopper(signal.SIGTERM, None)
+    pipeline = _Stoppable()
+    stopper.attach(pipeline)  # type: ignore[arg-type]
+    assert pipeline.stopped == 1
+    stopper(signal.SIGINT, None)
+    assert pipeline.stopped == 2
+
+
+def test_a_signal_after_the_build_stops_the_pipeline() -> None:
+    stopper = build._Stopper()
+    pipeline = _Stoppable()
+    stopper.attach(pipeline)  # type: ignore[arg-type]
+    assert pipeline.stopped == 0
+    stopper(signal.SIGTERM, None)
+    assert pipeline.stopped == 1

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 from pydantic import ValidationError
 
 from bridge.config import Config
+from bridge.errors import SlotLostError
 from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, SlotInfo, judge
 
 SYSTEM = "7400000000000000001"
@@ -91,7 +93,7 @@ class _FakeState:
 def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
     state = _FakeState()
     now = [0.0]
-    recorder = PositionRecorder(state, RECORD, clock=lambda: now[0])  # type: ignore[arg-type]
+    recorder = PositionRecorder(state, RECORD, lambda: None, clock=lambda: now[0])  # type: ignore[arg-type]
     recorder.write_now(1000)
     assert recorder.admit(1500) == 1000  # asked for, not yet in Kafka: capped
     assert recorder.admit(1600) == 1000  # one write in flight at a time
@@ -106,7 +108,7 @@ def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
 
 def test_a_graceful_stop_records_the_last_position() -> None:
     state = _FakeState()
-    recorder = PositionRecorder(state, RECORD, clock=lambda: 0.0)  # type: ignore[arg-type]
+    recorder = PositionRecorder(state, RECORD, lambda: None, clock=lambda: 0.0)  # type: ignore[arg-type]
     recorder.write_now(1000)
     recorder.admit(2000)
     recorder.admit(3000)  # rate-limited and one in flight: not written yet
@@ -114,3 +116,32 @@ def test_a_graceful_stop_records_the_last_position() -> None:
     recorder.settle(1.0)
     assert recorder.admit(3000) == 3000
     assert state.producer.written == [1000, 2000, 3000]
+
+
+def _probe_failing() -> SlotInfo | None:
+    raise psycopg.OperationalError("test: server gone too")
+
+
+@pytest.mark.parametrize(
+    ("probe", "on_lost", "expected"),
+    [
+        (lambda: SlotInfo(1000, None), "fail", None),  # a healthy slot: the stream's error
+        (_probe_failing, "fail", None),  # PostgreSQL gone as well: the stream's error
+        (lambda: SlotInfo(0, "wal_removed"), "fail", "delete key 's1'"),
+        (lambda: SlotInfo(0, "wal_removed"), "resnapshot", "re-reads the captured tables"),
+        (lambda: None, "fail", "does not exist"),
+    ],
+)
+def test_a_stream_that_ended_with_its_slot_lost_says_so(
+    probe: Any, on_lost: str, expected: str | None
+) -> None:
+    state = _FakeState()
+    state.key = b"s1"  # type: ignore[attr-defined]
+    recorder = PositionRecorder(state, RECORD, probe, on_lost)  # type: ignore[arg-type]
+    lost = recorder.lost_slot()
+    if expected is None:
+        assert lost is None
+    else:
+        assert isinstance(lost, SlotLostError)
+        text = f"{lost} {lost.hint}"
+        assert "while streaming" in text and expected in text, text

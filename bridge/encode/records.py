@@ -128,38 +128,91 @@ class EnvelopeLayout:
         return bytes(out)
 
 
-class SourceLayout:
-    """Debezium's source block (`schemas/source.avsc`) by its compiled field writers, split
-    around the table's schema and name: the fields before and after them are the same for
-    every table of a transaction, those two the same for every transaction of a table."""
+# The source block's fields that change from one transaction to the next, in the order
+# `SourceBlock.write_ends` takes them. Every other field is fixed for the process
+# (version, connector, server name, database, snapshot flag) or for the table (schema,
+# table), so its bytes are written once.
+_PER_TRANSACTION: Final = ("ts_ms", "txId", "lsn")
 
-    def __init__(self, schema: dict[str, Any]) -> None:
-        fields = [(f["name"], compile_value_writer(f["type"])) for f in schema["fields"]]
-        names = [name for name, _ in fields]
-        at = names.index("schema")
-        if names[at + 1] != "table":
-            raise SchemaError("source block: schema and table must be adjacent fields")
-        self._head = fields[:at]
-        self._table = fields[at : at + 2]
-        self._tail = fields[at + 2 :]
-
-    def ends(self, values: dict[str, Any]) -> tuple[bytes, bytes]:
-        """The fields before and after schema and table; raises ValueError or TypeError
-        for a value the schema cannot hold."""
-        return _write_fields(self._head, values), _write_fields(self._tail, values)
-
-    def table_fields(self, schema: str, table: str) -> bytes:
-        return _write_fields(self._table, {"schema": schema, "table": table})
+# A piece of an encoded source block: fixed bytes, then one per-transaction field (its
+# index in _PER_TRANSACTION and its writer) or none.
+_Piece = tuple[bytes, int, Writer | None]
 
 
-def _write_fields(fields: list[tuple[str, Writer]], values: dict[str, Any]) -> bytes:
+def _source_fields() -> tuple[list[tuple[str, Writer]], list[tuple[str, Writer]], list[str]]:
+    """`schemas/source.avsc`'s fields (name, compiled writer) before and after its schema
+    and table fields, and all names in order."""
+    schema = load_fixed("source")
+    fields = [(f["name"], compile_value_writer(f["type"])) for f in schema["fields"]]
+    names = [name for name, _ in fields]
+    at = names.index("schema")
+    if names[at + 1] != "table":
+        raise SchemaError("source block: schema and table must be adjacent fields")
+    return fields[:at], fields[at + 2 :], names
+
+
+_HEAD_FIELDS, _TAIL_FIELDS, _SOURCE_NAMES = _source_fields()
+_TEXT: Final = compile_value_writer("string")
+
+
+class SourceBlock:
+    """Debezium's source block (`schemas/source.avsc`) for one server, database, version
+    and snapshot flag: the fields fixed for all of them are encoded here once, so a
+    transaction writes only its own three (single-row transactions write a block per
+    row). The pipeline keeps one for its run; a snapshot reader one per chunk."""
+
+    __slots__ = ("_head", "_tail", "fixed")
+
+    def __init__(self, server: str, db: str, version: str, snapshot: str = "false") -> None:
+        self.fixed: dict[str, Any] = {
+            "version": version,
+            "connector": "postgresql",
+            "name": server,
+            "snapshot": snapshot,
+            "db": db,
+            "sequence": None,
+            "xmin": None,
+        }
+        missing = set(_SOURCE_NAMES) - {*self.fixed, *_PER_TRANSACTION, "schema", "table"}
+        if missing:
+            raise SchemaError(f"source block: no value for {sorted(missing)}")
+        self._head = self._pieces(_HEAD_FIELDS)
+        self._tail = self._pieces(_TAIL_FIELDS)
+
+    def _pieces(self, fields: list[tuple[str, Writer]]) -> list[_Piece]:
+        pieces: list[_Piece] = []
+        fixed = bytearray()
+        for name, write in fields:
+            if name in _PER_TRANSACTION:
+                pieces.append((bytes(fixed), _PER_TRANSACTION.index(name), write))
+                fixed = bytearray()
+            else:
+                write(fixed, self.fixed[name])
+        pieces.append((bytes(fixed), 0, None))
+        return pieces
+
+    def write_ends(self, values: tuple[Any, ...]) -> tuple[bytes, bytes]:
+        """The fields before and after schema and table, `values` being the fields of
+        _PER_TRANSACTION; raises ValueError or TypeError for a value the schema cannot
+        hold."""
+        return _write_pieces(self._head, values), _write_pieces(self._tail, values)
+
+
+def _write_pieces(pieces: list[_Piece], values: tuple[Any, ...]) -> bytes:
     out = bytearray()
-    for name, write in fields:
-        write(out, values[name])
+    for fixed, at, write in pieces:
+        out += fixed
+        if write is not None:
+            write(out, values[at])
     return bytes(out)
 
 
-_SOURCE: Final = SourceLayout(load_fixed("source"))
+def table_fields(schema: str, table: str) -> bytes:
+    """The source block's schema and table fields (two strings)."""
+    out = bytearray()
+    _TEXT(out, schema)
+    _TEXT(out, table)
+    return bytes(out)
 
 
 class TxSource:
@@ -169,59 +222,29 @@ class TxSource:
     in the transaction, so it is written once. Built once per transaction, so it keeps
     plain fields and encodes only when a record asks for it."""
 
-    __slots__ = (
-        "_base",
-        "_ends",
-        "blocks",
-        "commit_lsn",
-        "db",
-        "server",
-        "snapshot",
-        "ts_ms",
-        "version",
-        "xid",
-    )
+    __slots__ = ("_ends", "block", "blocks", "commit_lsn", "ts_ms", "xid")
 
     def __init__(
-        self,
-        server: str,
-        db: str,
-        xid: int | None,
-        commit_lsn: int,
-        commit_ts: int,
-        version: str,
-        snapshot: str = "false",
+        self, block: SourceBlock, xid: int | None, commit_lsn: int, commit_ts: int
     ) -> None:
-        self.server = server
-        self.db = db
+        self.block = block
         self.xid = xid
         self.commit_lsn = commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
-        self.version = version
-        self.snapshot = snapshot
         self.blocks: dict[tuple[str, str], bytes] = {}
-        self._base: dict[str, Any] | None = None
         self._ends: tuple[bytes, bytes] | None = None
 
     @property
     def base(self) -> dict[str, Any]:
         """The source block's fields, schema and table left empty."""
-        if self._base is None:
-            self._base = {
-                "version": self.version,
-                "connector": "postgresql",
-                "name": self.server,
-                "ts_ms": self.ts_ms,
-                "snapshot": self.snapshot,
-                "db": self.db,
-                "sequence": None,
-                "schema": "",
-                "table": "",
-                "txId": self.xid,
-                "lsn": self.commit_lsn,
-                "xmin": None,
-            }
-        return self._base
+        return {
+            **self.block.fixed,
+            "ts_ms": self.ts_ms,
+            "txId": self.xid,
+            "lsn": self.commit_lsn,
+            "schema": "",
+            "table": "",
+        }
 
     def ends(self) -> tuple[bytes, bytes]:
         """The source block's body before and after its schema and table fields, in
@@ -229,7 +252,7 @@ class TxSource:
 
         Raises ValueError or TypeError for a value the schema cannot hold."""
         if self._ends is None:
-            self._ends = _SOURCE.ends(self.base)
+            self._ends = self.block.write_ends((self.ts_ms, self.xid, self.commit_lsn))
         return self._ends
 
 
@@ -288,7 +311,7 @@ class ChangeEncoder:
         self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
         self._value_header = _HEADER.pack(0, value_id)
         self._table_id = (relation.namespace, relation.name)
-        self._table_fields = _SOURCE.table_fields(*self._table_id)
+        self._table_fields = table_fields(*self._table_id)
 
     def check_binary(self) -> None:
         """Refuse binary tuples for a table with a column the binary reader lacks."""

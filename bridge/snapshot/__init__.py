@@ -11,12 +11,13 @@ Chunks and resumes (`chunks`, `store`): tables are read in key ranges planned by
 walking the primary key (ctid block ranges without a key), by N reader threads
 that all imported the one exported snapshot. A chunk is recorded as done only after
 Kafka confirmed all its records. The exported snapshot dies with the process, so a
-restart reads the unfinished chunks at a newer snapshot; that is safe because
-nothing was acknowledged to the slot past the snapshot's start: streaming replays
-every change made since, after the snapshot rows, so each key ends at its latest
-state (at least once). Key ranges mean the same rows at any snapshot. Ctid ranges
-do not: after a resume, a keyless table's row moved by an update since the crash
-can be read twice, or only through the update's streamed event.
+restart reads the unfinished chunks at a newer snapshot (L), taken from a temporary
+slot: streaming starts first, from the slot's position, delivers the changes
+committed before L, and only then are the chunks read, so every key keeps commit
+order in its topic, across any number of restarts (see `modes`). Key ranges mean
+the same rows at any snapshot. Ctid ranges do not: after a resume, a keyless
+table's row moved by an update since the crash can be read twice, or only through
+the update's streamed event.
 
 Incremental snapshots (`incremental`): signalled through a table, read chunk by
 chunk between watermarks while streaming continues.

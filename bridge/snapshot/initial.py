@@ -7,6 +7,10 @@ chunk before handing it out; readers (`worker`) read and encode chunks; the call
 thread produces each chunk's records as one tracked unit (a `TxHandle`) and
 records the chunk as done once Kafka confirmed all of them. The newest record is
 always held back, so the snapshot's very last one goes out as "last".
+
+A resumed snapshot is read while the replication stream waits
+(`SnapshotManager.read_pending`): `keep_alive`, called every turn, answers its
+keepalives, so PostgreSQL's wal_sender_timeout does not end it meanwhile.
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ class InitialSnapshot:
         lsn: int,
         release: Callable[[], None],
         should_stop: Callable[[], bool],
+        keep_alive: Callable[[], None],
     ) -> None:
         self._cfg = cfg
         self._store = store
@@ -132,6 +137,7 @@ class InitialSnapshot:
         self._lsn = lsn
         self._release = release
         self._should_stop = should_stop
+        self._keep_alive = keep_alive
         self._routing = Routing.from_config(cfg)
         self._halt = threading.Event()
         self._error: BaseException | None = None
@@ -208,11 +214,13 @@ class InitialSnapshot:
             self._progress.start_table(table.label, INITIAL, table.estimated_rows, done)
         deadline = time.monotonic() + _START_TIMEOUT_S
         for reader in self._readers:
-            if not reader.pipe.poll(max(0.0, deadline - time.monotonic())):
-                raise SourceError(
-                    f"snapshot reader {reader.name} did not start in time",
-                    hint="check that PostgreSQL and the schema registry are reachable",
-                )
+            while not reader.pipe.poll(_TURN_S):
+                self._keep_alive()
+                if time.monotonic() > deadline:
+                    raise SourceError(
+                        f"snapshot reader {reader.name} did not start in time",
+                        hint="check that PostgreSQL and the schema registry are reachable",
+                    )
             reader.receive()  # "ready": it holds the snapshot now
         self._release()
         log.info(
@@ -285,6 +293,7 @@ class InitialSnapshot:
             overrides=cfg.kafka.producer,
             max_in_flight_records=cfg.pipeline.max_in_flight_records,
             max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
+            while_blocked=self._keep_alive,
         )
         in_flight: list[_InFlight] = []
         held: _Held | None = None
@@ -293,6 +302,7 @@ class InitialSnapshot:
         try:
             with bars:
                 while not self._should_stop():
+                    self._keep_alive()
                     self._raise_failure()
                     planned_all = self._dispatch(planned_all)
                     if planned_all and not any(r.sent for r in self._readers):
@@ -358,6 +368,7 @@ class InitialSnapshot:
         """Wait for Kafka's confirmations; when stopping, at most the shutdown timeout."""
         deadline: float | None = None
         while not producer.flush(_TURN_S):
+            self._keep_alive()
             self._record(in_flight)
             bars.refresh()
             if not complete or self._should_stop():

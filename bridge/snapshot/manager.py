@@ -6,17 +6,22 @@ between creating the slot and reading it still finds a snapshot to do. Nothing
 else may touch the replication connection until `run_initial` has imported the
 slot's exported snapshot into every reader; START_REPLICATION comes after it, so the
 slot's confirmed position stays at the snapshot's start until the snapshot is done.
+A resumed (or `always`) snapshot is the other way round: streaming starts first and
+`read_pending` reads the rows once the stream is at the snapshot's LSN (`modes`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Final
 
 from bridge.config import Config
 from bridge.decode.messages import Relation
 from bridge.encoders import EncoderCache
+from bridge.errors import SourceError
+from bridge.lsn import LSN
 from bridge.snapshot import modes
 from bridge.snapshot.incremental import IncrementalSnapshotter
 from bridge.snapshot.initial import InitialSnapshot
@@ -37,6 +42,7 @@ class SnapshotManager:
         self._slot: slots.Slot | None = None
         self._action: str | None = None
         self._incremental: IncrementalSnapshotter | None = None
+        self._pending: modes.TemporaryExport | None = None  # read after the stream reaches it
 
     def is_private(self, relation: Relation) -> bool:
         """The bridge's own progress tables: never published to Kafka."""
@@ -72,7 +78,13 @@ class SnapshotManager:
         return slot
 
     def run_initial(self, should_stop: Callable[[], bool]) -> bool:
-        """Do the snapshot `ensure_slot` decided on; True when the pipeline should stream."""
+        """Do the snapshot `ensure_slot` decided on; True when the pipeline should stream.
+
+        A fresh slot's own export is read here, before streaming starts. Any other
+        snapshot (a resume, `always`) is taken here from a temporary export at L but,
+        when a stream follows, read only later by `read_pending`: first the stream
+        delivers every transaction committed before L (see `modes`).
+        """
         mode, slot = self.cfg.snapshot.mode, self._slot
         assert slot is not None, "ensure_slot first"
         action, self._action = self._action, None
@@ -80,37 +92,114 @@ class SnapshotManager:
             if not modes.streams_after(mode):
                 log.info("snapshot.mode initial_only: no snapshot to do, not streaming")
             return modes.streams_after(mode)
-        export: modes.TemporaryExport | None = None
         if action == modes.FRESH:
             assert slot.snapshot_name is not None and slot.consistent_point is not None
             name, lsn = slot.snapshot_name, slot.consistent_point
             self.store.set_state(INITIAL, RUNNING, lsn)
-        else:
-            export = modes.TemporaryExport(self.cfg.source.conninfo(), slot.name)
-            name, lsn = export.snapshot_name, export.lsn
-            if action == modes.AGAIN:
-                self.store.begin(INITIAL, INITIAL, RUNNING, {"mode": mode})
-                self.store.set_state(INITIAL, RUNNING, lsn)
-        log.info("%s snapshot for slot %s at %s", _VERB[action], slot.name, lsn)
-        try:
-            done = InitialSnapshot(
-                self.cfg,
-                self.store,
-                self.progress,
-                snapshot_name=name,
-                lsn=lsn,
-                release=export.close if export is not None else _nothing,
-                should_stop=should_stop,
-            ).run()
-        finally:
-            if export is not None:
+            log.info("starting snapshot for slot %s at %s", slot.name, lsn)
+            done = self._read(name, lsn, _nothing, should_stop, _nothing)
+            return done and modes.streams_after(mode)
+        export = modes.TemporaryExport(self.cfg.source.conninfo(), slot.name)
+        if action == modes.AGAIN:
+            self.store.begin(INITIAL, INITIAL, RUNNING, {"mode": mode})
+            self.store.set_state(INITIAL, RUNNING, export.lsn)
+        if not modes.streams_after(mode):  # initial_only: no stream to put first
+            log.info("%s snapshot for slot %s at %s", _VERB[action], slot.name, export.lsn)
+            try:
+                self._read(export.snapshot_name, export.lsn, export.close, should_stop, _nothing)
+            finally:
                 export.close()
+            return False
+        log.info(
+            "%s snapshot for slot %s at %s, once the stream has delivered the changes "
+            "committed before it (from %s)",
+            _VERB[action],
+            slot.name,
+            export.lsn,
+            slot.confirmed_flush,
+        )
+        self._pending = export
+        return True
+
+    def pending_lsn(self) -> int | None:
+        """L of the snapshot `run_initial` left to `read_pending`: the stream delivers the
+        transactions whose commit record starts below L, then the snapshot is read."""
+        return None if self._pending is None else self._pending.lsn
+
+    def read_pending(
+        self, flushed: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
+    ) -> bool:
+        """Read the pending snapshot; True once it is complete, False if stopped first.
+
+        `flushed` is the position the stream reported after delivering every
+        transaction committed before the snapshot's LSN. No row is read before the
+        slot shows it as confirmed: a crash from then on restarts the stream past
+        those transactions, so none of them comes again after these rows (a status
+        update still in the socket when the process dies may never reach the server).
+        `keep_alive` answers the paused stream's keepalives meanwhile.
+        """
+        export, self._pending = self._pending, None
+        assert export is not None, "run_initial left no snapshot pending"
+        try:
+            if not self._await_confirmed(flushed, should_stop, keep_alive):
+                return False
+            log.info("the stream reached %s: reading the snapshot", export.lsn)
+            return self._read(
+                export.snapshot_name, export.lsn, export.close, should_stop, keep_alive
+            )
+        finally:
+            export.close()
+
+    def _await_confirmed(
+        self, lsn: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
+    ) -> bool:
+        name = self.cfg.source.slot_name
+        conn = libpq.connect(self.cfg.source.conninfo(), replication=False)
+        try:
+            deadline = time.monotonic() + _CONFIRM_TIMEOUT_S
+            while True:
+                confirmed = slots.confirmed_flush(conn, name) or LSN(0)
+                if confirmed >= lsn:
+                    return True
+                if should_stop():
+                    return False
+                if time.monotonic() > deadline:
+                    raise SourceError(
+                        f"slot {name} still shows {confirmed} as confirmed, "
+                        f"{_CONFIRM_TIMEOUT_S:.0f}s after the bridge reported {LSN(lsn)}",
+                        hint="check PostgreSQL's log for this slot's walsender; restart the "
+                        "bridge: the snapshot resumes",
+                    )
+                keep_alive()
+                time.sleep(_CONFIRM_POLL_S)
+        finally:
+            conn.close()
+
+    def _read(
+        self,
+        name: str,
+        lsn: int,
+        release: Callable[[], None],
+        should_stop: Callable[[], bool],
+        keep_alive: Callable[[], None],
+    ) -> bool:
+        """Read the snapshot `name` at `lsn`; True once complete and recorded as done."""
+        done = InitialSnapshot(
+            self.cfg,
+            self.store,
+            self.progress,
+            snapshot_name=name,
+            lsn=lsn,
+            release=release,
+            should_stop=should_stop,
+            keep_alive=keep_alive,
+        ).run()
         if not done:
             log.info("snapshot stopped before its end: the next start resumes it")
             return False
         self.store.set_state(INITIAL, DONE)
         log.info("snapshot complete")
-        return modes.streams_after(mode)
+        return True
 
     def incremental(
         self, encoders: EncoderCache, relation_of: Callable[[int], Relation | None]
@@ -124,12 +213,18 @@ class SnapshotManager:
         return self._incremental
 
     def close(self) -> None:
+        if self._pending is not None:
+            self._pending.close()
         if self._incremental is not None:
             self._incremental.close()
         self.store.close()
 
 
-_VERB: Final = {modes.FRESH: "starting", modes.RESUME: "resuming", modes.AGAIN: "starting (always)"}
+_VERB: Final = {modes.RESUME: "resuming", modes.AGAIN: "starting (always)"}
+# How long the slot may take to show a position the bridge reported (it reads the status
+# update within milliseconds), and how often to look.
+_CONFIRM_TIMEOUT_S: Final = 60.0
+_CONFIRM_POLL_S: Final = 0.05
 
 
 def _nothing() -> None:

@@ -11,16 +11,29 @@ when_needed   like initial, and also when the slot's confirmed position is no lo
 always        snapshot on every start, then stream.
 
 An unfinished snapshot (state pending/running in the progress store) is resumed
-whatever the mode, except no_data. A fresh slot's own exported snapshot is the
-exact seam: it sees every transaction committed before the slot's consistent point
-and the slot streams every one after it. Any other snapshot (a resume, `always` on
-an existing slot) is taken from a TEMPORARY slot created for it: its view is
-exact at its own consistent point P, which is at or after the main slot's confirmed
-position C (never acknowledged past C during a snapshot). Streaming then replays
-(C, P] after the snapshot rows: a key changed there gets its streamed events after
-its snapshot row, ending at its latest state, and a row deleted there gets its
-delete. Skipping (C, P] instead would lose those deletes, so the replay stays: at
-least once, converging to the table's state.
+whatever the mode, except no_data. A fresh slot's own exported snapshot is the exact
+seam: it sees every transaction committed before the slot's consistent point and the
+slot streams every one after it. Any other snapshot (a resume, `always` on an
+existing slot) is taken from a TEMPORARY slot created for it: its view is exact at
+its own consistent point L, which is at or after the main slot's confirmed position
+C. The changes committed between C and L are then both in the view and in the
+stream, and they are older than the view, so per-key order wants the stream first.
+The pipeline streams from C, delivers exactly the transactions whose commit record
+starts below L (those a slot created at L would not decode, i.e. those the view
+sees), waits until the slot shows them confirmed, and only then are the remaining
+chunks read at L while the stream pauses (keepalives still answered); then it goes
+on with the transactions from L. For every key the topic holds its older states, its
+row at L, then its newer states, in commit order, across any number of kills: a kill
+while the stream catches up resends only what followed the slot's position (at least
+once, as any kill while streaming), and a kill while chunks are read at L restarts
+the stream past L's transactions, so the next resume's catch-up brings only changes
+newer than the rows already read at L. initial_only reads a resumed snapshot at
+once: no stream follows it.
+
+Designs considered: DBLog's key filter (emit the chunk rows first, then drop the
+streamed changes at or below L for the keys they held) keeps memory per key, and
+would have to store it durably to survive a second kill; this order needs no state
+beyond the slot's position.
 """
 
 from __future__ import annotations
@@ -80,11 +93,15 @@ class TemporaryExport:
     """A TEMPORARY slot made only for its exported snapshot (resume and `always`).
 
     It lives as long as its replication connection: `close()` (once every reader has
-    imported the snapshot) drops it.
+    imported the snapshot) drops it. Until then the connection sits idle in the
+    exporting transaction while the stream catches up, so a server-wide
+    idle_in_transaction_session_timeout is switched off for it.
     """
 
     def __init__(self, conninfo: dict[str, Any], base_name: str) -> None:
-        self._rc = libpq.ReplicationConnection(libpq.connect(conninfo, replication=True))
+        options = f"{conninfo.get('options') or ''} -c idle_in_transaction_session_timeout=0"
+        conn = libpq.connect({**conninfo, "options": options.strip()}, replication=True)
+        self._rc = libpq.ReplicationConnection(conn)
         name = f"{base_name[:40]}_snap_{uuid.uuid4().hex[:8]}"
         try:
             row = self._rc.command(

@@ -20,7 +20,7 @@ from psycopg.adapt import Buffer, Loader
 from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, TupleData
-from bridge.encode.records import ChangeEncoder, Record, TxSource
+from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.events.model import Change
 from bridge.registry import Registry
@@ -111,4 +111,4 @@ def _kind(value: bytes | None) -> int:
 def snapshot_source(server: str, db: str, lsn: int, flag: str) -> TxSource:
     """The source block of snapshot records: `snapshot` is "true", "last" or "incremental"."""
     now_us = time.time_ns() // 1000 - PG_EPOCH_OFFSET_US
-    return TxSource(server, db, None, lsn, now_us, __version__, snapshot=flag)
+    return TxSource(SourceBlock(server, db, __version__, flag), None, lsn, now_us)

@@ -113,6 +113,15 @@ def ensure_slot(
     return Slot(name, plugin, None, True, snapshot, point)
 
 
+def confirmed_flush(conn: psycopg.Connection[Any], name: str) -> LSN | None:
+    """The slot's confirmed_flush_lsn as the server holds it now, read over a plain
+    connection (the replication one may be streaming); None without the slot."""
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (name,)
+    ).fetchone()
+    return None if row is None or row[0] is None else LSN.parse(row[0])
+
+
 def drop_slot(rc: ReplicationConnection, name: str) -> None:
     rc.command(f"DROP_REPLICATION_SLOT {rc.quote(sql.Identifier(name))} WAIT")
 

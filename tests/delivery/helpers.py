@@ -164,12 +164,23 @@ class Checkable(Protocol):
 def wait_slot_active(
     conn: psycopg.Connection[Any], slot: str, bridge: Checkable, timeout: float = 60.0
 ) -> SlotState:
-    """Wait until `bridge` streams from `slot`, failing at once if the bridge dies."""
+    """Wait until `bridge` streams from `slot`, failing at once if the bridge dies.
+
+    A slot is active from the moment its creation starts, and creating one waits for
+    the transactions running then to end (on a standby: for the primary to log them,
+    which may take 15 s): what commits meanwhile precedes the slot's consistent point
+    and is never decoded. So "streams" is the slot's walsender past START_REPLICATION
+    (catchup or streaming in pg_stat_replication), not merely the slot being active."""
 
     def probe() -> SlotState | None:
         bridge.check()
         state = slot_state(conn, slot)
-        return state if state is not None and state.active else None
+        if state is None or not state.active:
+            return None
+        row = conn.execute(
+            "SELECT state FROM pg_stat_replication WHERE pid = %s", (state.active_pid,)
+        ).fetchone()
+        return state if row is not None and row[0] in ("catchup", "streaming") else None
 
     return wait_for(probe, timeout, f"slot {slot} to be streamed")
 

@@ -31,7 +31,7 @@ from bridge.decode.messages import (
 )
 from bridge.encode.binvalues import numeric_text
 from bridge.encode.plan import RowPlan
-from bridge.encode.records import ChangeEncoder, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.errors import BridgeError, ProtocolError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
@@ -144,7 +144,8 @@ RELATION = Relation(
     tuple(Column(1 if name == "id" else 0, name, oid, typmod) for name, oid, typmod, _ in COLUMNS),
 )
 TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
-TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
+BLOCK = SourceBlock("srv", "shop", "9.9")
+TX = TxSource(BLOCK, 731, 0x1_0000_0028, 0)
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +160,7 @@ def both(encoder: ChangeEncoder, change: Change) -> tuple[Any, Any]:
     """(the encoder's records or the typed error it raised, fastavro's records or the
     exception the oracle raised); each side on a fresh transaction."""
     try:
-        got: Any = encoder.records(change, TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9"))
+        got: Any = encoder.records(change, TxSource(BLOCK, 731, 0x1_0000_0028, 0))
     except BridgeError as exc:
         got = exc
     oracle = Oracle(

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
-from bridge.encode.records import ChangeEncoder, Record, ToastMode, TxSource
+from bridge.encode.records import ChangeEncoder, Record, SourceBlock, ToastMode, TxSource
 from bridge.errors import SchemaError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
@@ -29,7 +29,7 @@ RELATION = Relation(
     (Column(1, "id", 23, -1), Column(0, "body", 25, -1), Column(0, "x", 5069, -1)),
 )
 TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
-TX = TxSource("srv", "shop", 731, 0x1_0000_0028, 0, "9.9")
+TX = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0)
 ENVELOPE = fastavro.parse_schema(TABLE.envelope_schema)
 KEY = fastavro.parse_schema(TABLE.key_schema or {})
 UNCHANGED = object()  # an unchanged TOASTed value: PostgreSQL does not send it
@@ -205,7 +205,7 @@ def test_source_block_parts_equal_fastavro(
     table: str,
 ) -> None:
     """The pre-encoded source block is byte for byte what fastavro writes for its dict."""
-    tx = TxSource(server, db, xid, lsn, commit_ts, version, snapshot=snapshot)
+    tx = TxSource(SourceBlock(server, db, version, snapshot), xid, lsn, commit_ts)
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, {**tx.base, "schema": schema, "table": table})
     head, tail = tx.ends()
@@ -218,7 +218,7 @@ def test_source_block_parts_equal_fastavro(
 
 def test_source_block_refuses_values_outside_the_schema() -> None:
     """An xid beyond Avro's long is a SchemaError naming the table."""
-    tx = TxSource("srv", "db", 2**64, 1, 0, "v")
+    tx = TxSource(SourceBlock("srv", "db", "v"), 2**64, 1, 0)
     with pytest.raises(ValueError):
         tx.ends()
     with pytest.raises(SchemaError, match=r"public\.items: the source block"):

@@ -4,13 +4,15 @@ re-reads the table, after which the topic's state equals the table."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, wait_for
+from delivery.helpers import BridgeProcess, wait_for, wait_slot_active
 from delivery.kafka_io import Rec, TopicReader, create_topics
 from faults.checker import Summary, print_table
 
@@ -128,3 +130,40 @@ def test_slot_invalidated_while_stopped(
             print_table([Summary("slot invalidated, resnapshot", 1, len(table), lost, 0, 0, 0)])
             assert lost == 0
     reader.close()
+
+
+def test_slot_invalidated_while_streaming(
+    stack: Any,
+    primary_only: Pair,
+    slot_name: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    bridge_process: Callable[[dict[str, Any]], BridgeProcess],
+) -> None:
+    """The server ends the walsender of a slot it invalidates. The bridge, frozen while its
+    slot fell behind max_slot_wal_keep_size, must then say that the slot is lost and
+    which changes, not report a dropped connection that a restart would 'heal'."""
+    server = primary_only.primary
+    dsn = server.create_database("items")
+    settings = pair_settings(
+        stack, primary_only, "items", slot_name, topic_prefix, tmp_path / "spill"
+    )
+    settings["source"]["host"] = f"{server.host}:{server.port}"
+    bridge = bridge_process(settings)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY, v text NOT NULL)")
+        conn.execute("CREATE TABLE burn (pad text)")
+        bridge.start()
+        wait_slot_active(conn, slot_name, bridge)
+        os.kill(bridge.pid, signal.SIGSTOP)  # it reads nothing more: the slot falls behind
+        try:
+            conn.execute("INSERT INTO items SELECT g, 'lost' FROM generate_series(1, 10) g")
+            _invalidate(conn, slot_name)
+        finally:
+            os.kill(bridge.pid, signal.SIGCONT)
+        code = bridge.wait(120)
+    log = bridge.log()
+    assert code == 1, log
+    assert "Traceback" not in log, log
+    assert "while streaming: the slot was invalidated (wal_removed)" in log, log
+    assert "changes between LSN" in log, log

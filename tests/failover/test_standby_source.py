@@ -27,12 +27,6 @@ from .pair import Pair, pair_settings
 pytestmark = [pytest.mark.failover, pytest.mark.live]
 
 
-@pytest.mark.xfail(
-    reason="regressed when the HA branch was merged with the builder refactor: the bridge "
-    "streams from the standby's slot but no record reaches Kafka within 120 s (issue 19, "
-    "part 2, left open)",
-    strict=False,
-)
 def test_changes_on_the_primary_arrive_through_the_standbys_slot(
     stack: Any,
     pair: Pair,

@@ -66,23 +66,35 @@ class TopicReader:
         )
         self._assigned = False
         self._partitions: list[TopicPartition] = []
-        self._positions: dict[int, int] = {}
 
     def close(self) -> None:
         self._consumer.close()
 
     def read(self, timeout: float = 30.0) -> list[Rec]:
         """Read up to the current end of the topic (all partitions); fails after `timeout`
-        seconds without progress."""
+        seconds without progress.
+
+        The end is the consumer's position, not the last offset seen: exactly-once
+        transactions end in commit markers, offsets a consumer never receives.
+        """
         if not self._assigned:
             wait_for(self._assign, timeout, f"topic {self.topic}")
         ends = {}
         for tp in self._partitions:
             _, high = self._consumer.get_watermark_offsets(tp, timeout=10)
             ends[tp.partition] = high
-        positions = self._positions
-        while any(positions[p] + 1 < end for p, end in ends.items()):
-            wait_for(self._read_one, timeout, f"the next record of {self.topic}", every=0)
+
+        def at_end() -> bool:
+            positions = self._consumer.position(self._partitions)  # -1001 before any record
+            return all(tp.offset >= ends[tp.partition] for tp in positions if ends[tp.partition])
+
+        while not at_end():
+            wait_for(
+                lambda: self._read_one() or at_end(),
+                timeout,
+                f"the next record of {self.topic}",
+                every=0,
+            )
         return self.records
 
     def _read_one(self) -> bool:
@@ -91,7 +103,6 @@ class TopicReader:
             return False
         if msg.error():
             raise KafkaException(msg.error())
-        self._positions[msg.partition() or 0] = msg.offset() or 0
         key = self._field(msg.key(), MessageField.KEY)
         value = self._field(msg.value(), MessageField.VALUE)
         self.records.append(Rec(key, value))
@@ -111,7 +122,6 @@ class TopicReader:
             TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(topic.partitions)
         ]
         self._consumer.assign(self._partitions)
-        self._positions = {tp.partition: -1 for tp in self._partitions}
         self._assigned = True
         return True
 
@@ -149,10 +159,14 @@ def make_table(conn: psycopg.Connection[Any], table: str, rows: int) -> None:
 
 
 class Writer:
-    """Random updates, deletes and inserts in small transactions until `stop()`."""
+    """Random updates, deletes and inserts in small transactions until `stop()`, at most
+    `rate` transactions a second when given."""
 
-    def __init__(self, dsn: str, table: str, keys: int, seed: int = 7) -> None:
+    def __init__(
+        self, dsn: str, table: str, keys: int, seed: int = 7, rate: float | None = None
+    ) -> None:
         self._dsn = dsn
+        self._rate = rate
         self._table = table
         self._keys = keys
         self._random = random.Random(seed)
@@ -176,11 +190,16 @@ class Writer:
         wait_for(lambda: self.transactions >= target or self.error, timeout, "writes")
 
     def _run(self) -> None:
+        started = time.monotonic()
         try:
             with psycopg.connect(self._dsn, autocommit=True) as conn:
                 while not self._stop.is_set():
                     self._transaction(conn)
                     self.transactions += 1
+                    if self._rate:  # pacing, not synchronisation
+                        ahead = started + self.transactions / self._rate - time.monotonic()
+                        if ahead > 0:
+                            self._stop.wait(ahead)
         except BaseException as exc:
             self.error = exc
 

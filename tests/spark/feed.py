@@ -22,7 +22,7 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import Record, SourceBlock, TxSource
 from bridge.encoders import EncoderCache
 from bridge.events.model import Change
 from bridge.registry import Registry
@@ -33,6 +33,7 @@ UNCHANGED = object()  # an unchanged TOASTed value: not sent by PostgreSQL
 Row = Mapping[str, Any]  # column -> PostgreSQL text (str), None (NULL) or UNCHANGED
 OID = {"int4": 23, "int8": 20, "text": 25, "numeric": 1700, "timestamptz": 1184, "uuid": 2950}
 OID |= {"int4[]": 1007, "jsonb": 3802, "date": 1082, "interval": 1186, "time": 1083}
+_BLOCK = SourceBlock("srv", "db", "0.1.0")
 
 
 def numeric_typmod(precision: int, scale: int) -> int:
@@ -130,7 +131,7 @@ class TableFeed:
         """Produce one transaction's changes (all with its commit LSN); returns that LSN."""
         self.lsn += 0x100
         self.xid += 1
-        tx = TxSource("srv", "db", self.xid, self.lsn, 800_000_000_000_000 + self.lsn, "0.1.0")
+        tx = TxSource(_BLOCK, self.xid, self.lsn, 800_000_000_000_000 + self.lsn)
         topic, encoder = self.encoders.get(self._relation)
         for n, (op, old, new) in enumerate(changes):
             for record in encoder.records(self._change(op, old, new, n), tx):
