@@ -25,7 +25,7 @@ from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.decode.messages import Relation
 from bridge.demo import consume
-from bridge.encode.records import TxSource
+from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import DeliveryError
 from bridge.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
 
@@ -93,7 +93,7 @@ def test_a_dead_letter_keeps_the_key_change_headers_and_counts_them() -> None:
     policy = OversizedPolicy("dead_letter", "p.dlq", _Limits(), {})  # type: ignore[arg-type]
     relation = Relation(None, 1, "public", "big", "d", ())
     headers = [("__debezium.oldkey", b"\x00\x00\x00\x00\x07\x02")]
-    tx = TxSource("p", "db", 9, 0x100, 0, "0")
+    tx = TxSource(SourceBlock("p", "db", "0"), 9, 0x100, 0)
     topic, key, value, kept = policy.divert(
         "p.public.big", b"k", b"x" * 500, headers, relation, None, tx
     )
