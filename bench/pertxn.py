@@ -105,7 +105,7 @@ def main() -> None:
                     match event:
                         case Change():
                             assert handle is not None and source is not None
-                            for key, value in encoder.records(event, source):
+                            for key, value, _ in encoder.records(event, source):
                                 handle.add_record(len(value or b""))
                                 sizes.append(len(key or b""))
                         case TxBegin():
