@@ -12,6 +12,13 @@ Every row field is `["null", T]` with default null, key columns included in the
 row: a delete's before-image under REPLICA IDENTITY DEFAULT carries only the key,
 and nullable fields keep every ALTER TABLE BACKWARD-compatible.
 
+Record names are Debezium's (`<prefix>.<schema>.<table>.Key`, `.Value`, `.Envelope`, each
+with its `connect.name`; the source block `io.debezium.connector.postgresql.Source` and
+the transaction block `event.block` in schemas/): Avro schema resolution matches records
+by name, so only with the same names does our schema register as the next BACKWARD
+version of a subject Debezium's Avro converter wrote (a take-over, README "Coming from
+Debezium").
+
 Columns matched by `filters.exclude_columns` are absent from the row schema and rows;
 the kept column indexes are decided here, so the per-row cost does not grow.
 """
@@ -123,7 +130,13 @@ class TableCodec:
             for name, col, codec in zip(names, columns, codecs, strict=True)
         ]
         self.row_name = f"{self.namespace}.Value"
-        row = {"type": "record", "name": "Value", "namespace": self.namespace, "fields": fields}
+        row = {
+            "type": "record",
+            "name": "Value",
+            "namespace": self.namespace,
+            "connect.name": self.row_name,
+            "fields": fields,
+        }
         position = {col: pos for pos, col in enumerate(self.kept)}
         key_pos = [position[i] for i in self.key_index]
         self.key_positions = tuple(key_pos)
@@ -142,7 +155,13 @@ class TableCodec:
                 for pos in key_pos
             ]
             self.key_schema = fold_named_types(
-                {"type": "record", "name": "Key", "namespace": self.namespace, "fields": key_fields}
+                {
+                    "type": "record",
+                    "name": "Key",
+                    "namespace": self.namespace,
+                    "connect.name": f"{self.namespace}.Key",
+                    "fields": key_fields,
+                }
             )
         self.envelope_schema: dict[str, Any] = fold_named_types(
             {
@@ -150,6 +169,7 @@ class TableCodec:
                 "name": "Envelope",
                 "namespace": self.namespace,
                 "connect.name": f"{self.namespace}.Envelope",
+                "connect.version": 2,  # Debezium's envelope schema version
                 "fields": [
                     {"name": "before", "type": ["null", row], "default": None},
                     {"name": "after", "type": ["null", self.row_name], "default": None},
