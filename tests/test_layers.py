@@ -56,6 +56,7 @@ _MODULES = {
             "slotstate",  # the slot position recorded in Kafka, lost slots recognised
             "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
             "cli",
+            "debezium_import",  # bridge import-debezium: connector properties -> Config
             "demo",
         ],
         "wiring",
