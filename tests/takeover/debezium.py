@@ -29,7 +29,10 @@ def avro_debezium(
     tables: list[str],
     workdir: Path,
 ) -> Any:
-    """A not yet started Connect worker streaming `tables` ("schema.table") as Avro."""
+    """A not yet started Connect worker streaming `tables` ("schema.table") as Avro.
+
+    The converter is set on the connector (Connect's per-connector override), so its
+    properties file is the whole story `bridge import-debezium` reads."""
     log = workdir / f"{prefix}-build.log"
     java_home = Path(dbz._install.find_java_home(dbz.COMPONENT, log))
     return dbz.Debezium(
@@ -41,7 +44,10 @@ def avro_debezium(
         prefix=prefix,
         workdir=workdir,
         schemas=True,
-        converter=dbz.avro_converter(stack.registry_url),
-        connector={"table.include.list": ",".join(tables), "snapshot.mode": "initial"},
+        connector={
+            "table.include.list": ",".join(tables),
+            "snapshot.mode": "initial",
+            **dbz.avro_converter(stack.registry_url),
+        },
         extra_libs=[dbz.avro_converter_libs(java_home, log)],
     )
