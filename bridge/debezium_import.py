@@ -10,6 +10,8 @@ Choices where Debezium and the bridge differ by default:
   compatible version of its subjects.
 - `filters.skipped_operations: [t]` when `skipped.operations` is absent: Debezium skips
   TRUNCATE events unless told otherwise.
+- `avro.numeric_mode: variable` when `decimal.handling.mode` is absent: Debezium's
+  `precise` writes numeric without a typmod as a {scale, value} record, as ours does.
 - Secrets (database password, registry credentials) are never copied into the file: the
   output names the `BRIDGE_…` environment variable that takes each.
 - `snapshot.mode` keeps its meaning: on an existing slot `initial` does not snapshot again,
@@ -492,6 +494,8 @@ def _defaults(imp: _Import, props: dict[str, str]) -> None:
     source.setdefault("publication_name", _DEFAULT_PUBLICATION)
     source.setdefault("plugin", "pgoutput")  # Debezium 2.x+ default (1.x: decoderbufs)
     imp.settings.setdefault("avro", {})["timestamptz_mode"] = "iso"
+    if "decimal.handling.mode" not in props:  # Debezium's default: precise
+        imp.settings["avro"]["numeric_mode"] = "variable"
     if "skipped.operations" not in props:
         imp.settings.setdefault("filters", {})["skipped_operations"] = ["t"]
     if "bootstrap_servers" not in imp.settings.get("kafka", {}):

@@ -31,7 +31,7 @@ def imported(name: str) -> tuple[dict[str, dict[str, object]], list[str]]:
 def test_documented_example_with_confluent_avro() -> None:
     settings, unsupported = imported("inventory-avro.json")
     assert settings == {
-        "avro": {"timestamptz_mode": "iso"},
+        "avro": {"timestamptz_mode": "iso", "numeric_mode": "variable"},
         "filters": {"include_tables": ["public.inventory"], "skipped_operations": ["t"]},
         "kafka": {"bootstrap_servers": "kafka:9092", "topic_prefix": "fulfillment"},
         "registry": {"url": "http://schema-registry:8081"},

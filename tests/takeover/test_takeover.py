@@ -40,12 +40,12 @@ DEBEZIUM = "3.3.1.Final"  # source.version in Debezium's records (bench/debezium
 ITEMS = (
     "CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL, note text, price numeric(10,2),"
     " ts timestamp, tstz timestamptz, d date, u uuid, j jsonb, b bytea,"
-    " flag boolean NOT NULL DEFAULT true, big bigint, r real, f float8, t time)"
+    " flag boolean NOT NULL DEFAULT true, big bigint, r real, f float8, t time, num numeric)"
 )
 PAIRS = "CREATE TABLE pairs (a int, b text, v int NOT NULL, PRIMARY KEY (a, b))"
 INSERT_ITEM = (
     "INSERT INTO items VALUES (%(id)s, %(n)s, %(note)s, 12.34, now(), now(), current_date,"
-    " gen_random_uuid(), '{\"k\": 1}', 'ab', true, 5, 1.5, 2.5, '10:00')"
+    " gen_random_uuid(), '{\"k\": 1}', 'ab', true, 5, 1.5, 2.5, '10:00', 3.14159)"
 )
 
 
