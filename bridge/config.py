@@ -133,6 +133,27 @@ class SourceConfig(_Section):
         return params
 
 
+class TopicRule(_Section):
+    """How the bridge creates a table topic whose name matches `match` (Debezium's
+    `topic.creation.<group>.*`); None leaves a setting to the broker's default."""
+
+    match: str = Field(".*", description="regular expression over the topic name, full match")
+    partitions: int | None = Field(None, ge=1)
+    replication_factor: int | None = Field(None, ge=1)
+    config: dict[str, str] = Field(
+        default_factory=dict, description="topic settings: cleanup.policy, retention.ms, ..."
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return pattern
+
+
 class KafkaConfig(_Section):
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = Field("bridge", pattern=r"^[A-Za-z0-9._-]+$")
@@ -156,6 +177,11 @@ class KafkaConfig(_Section):
     )
     transaction_max_records: int = Field(10_000, ge=1)
     transaction_interval_ms: int = Field(100, ge=1)
+    topic_creation: tuple[TopicRule, ...] = Field(
+        (),
+        description="the bridge creates each table topic by the first rule matching its name; "
+        "empty: topics are left to the broker (auto-create) or made beforehand",
+    )
 
     @field_validator("topic_template")
     @classmethod

@@ -323,6 +323,43 @@ def _basic_auth(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> 
     imp.env(prop, "BRIDGE_REGISTRY__BASIC_AUTH_PASSWORD")
 
 
+_GROUP_KEYS: Final = ("include", "exclude", "partitions", "replication.factor")
+
+
+def _topic_group(props: dict[str, str], group: str) -> dict[str, Any]:
+    """One `topic.creation.<group>.*` family as a `kafka.topic_creation` rule."""
+    prefix = f"topic.creation.{group}."
+    own = {k[len(prefix) :]: v for k, v in props.items() if k.startswith(prefix)}
+    rule: dict[str, Any] = {}
+    include = "|".join(_regexes(own.get("include", ".*")))
+    exclude = "|".join(_regexes(own.get("exclude", "")))
+    rule["match"] = (rf"(?!(?:{exclude})$)" if exclude else "") + f"(?:{include})"
+    if "partitions" in own:
+        rule["partitions"] = int(own["partitions"])
+    if "replication.factor" in own:
+        rule["replication_factor"] = int(own["replication.factor"])
+    config = {k: v for k, v in own.items() if k not in _GROUP_KEYS}
+    if config:
+        rule["config"] = config
+    return rule
+
+
+def _topic_creation(imp: _Import, prop: str, _value: str, props: dict[str, str]) -> None:
+    """All of `topic.creation.*` at its first property: the groups in their order, then
+    the default group for every other topic (Debezium's precedence)."""
+    kafka = imp.settings.setdefault("kafka", {})
+    if "topic_creation" not in kafka:
+        groups = list(_regexes(props.get("topic.creation.groups", "")))
+        rules = [_topic_group(props, group) for group in groups]
+        if any(k.startswith("topic.creation.default.") for k in props):
+            rules.append(_topic_group(props, "default"))
+        kafka["topic_creation"] = rules
+    if prop == "topic.creation.enable":
+        imp.mapped.append(f"{prop} -> (rules apply when kafka.topic_creation has any)")
+        return
+    imp.mapped.append(f"{prop} -> kafka.topic_creation")
+
+
 # Settings that hold for the run: one property -> one handler.
 _HANDLERS: Final[dict[str, Handler]] = {
     "connector.class": _connector_class,
@@ -432,9 +469,7 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ("column.propagate.source.type", _ignored("every field carries pg.type")),
     (
         "topic.creation.",
-        _unsupported(
-            "create the topics beforehand (partitions, replication, cleanup.policy, retention)"
-        ),
+        _topic_creation,
     ),
     ("key.converter.", _ignored("converter setting with no bridge equivalent")),
     ("value.converter.", _ignored("converter setting with no bridge equivalent")),

@@ -19,6 +19,7 @@ from bridge.registry import Registry, subject_name
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
+from bridge.topics import topic_creator
 
 _DETAILS_SQL: Final = """
 SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)
@@ -114,7 +115,7 @@ def encoder_cache(
         registry,
         PgCatalog(conn),
         lambda oid: load_table_details(conn, oid),
-        topic_for,
+        topic_creator(cfg).wrap(topic_for) if cfg.kafka.topic_creation else topic_for,
         server_name=cfg.kafka.topic_prefix,
         options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
         toast_mode=cfg.avro.toast_mode,

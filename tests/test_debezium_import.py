@@ -15,10 +15,11 @@ import yaml
 from typer.testing import CliRunner
 
 from bridge.cli import app
-from bridge.config import FiltersConfig, load_config
+from bridge.config import FiltersConfig, KafkaConfig, load_config
 from bridge.debezium_import import import_connector, parse_properties, read_connector_file
 from bridge.errors import ConfigError
 from bridge.routing import Routing
+from bridge.topics import TopicCreator
 
 CONFIGS = Path(__file__).resolve().parent / "debezium_configs"
 
@@ -110,9 +111,35 @@ def test_tuned_connector() -> None:
         "slot.drop.on.stop",
         "some.typo.property",
         "time.precision.mode",
-        "topic.creation.default.partitions",
     } <= listed
+    assert not any(line.startswith("topic.creation") for line in listed)
     assert "(worker) bootstrap.servers" not in listed  # given on the command line
+
+
+def test_topic_creation_groups_then_default() -> None:
+    settings, _ = imported("tuned.properties")
+    rules = settings["kafka"]["topic_creation"]
+    assert rules == [
+        {
+            "match": r"(?!(?:shop\.public\.customers_log)$)(?:shop\.public\.customers.*)",
+            "partitions": 3,
+            "config": {"cleanup.policy": "compact"},
+        },
+        {
+            "match": "(?:.*)",
+            "partitions": 6,
+            "replication_factor": 1,
+            "config": {"retention.ms": "604800000"},
+        },
+    ]
+    creator = TopicCreator(load_config_kafka(settings).topic_creation, lambda: None, 1.0)
+    assert creator.rule_for("shop.public.customers").partitions == 3  # type: ignore[union-attr]
+    assert creator.rule_for("shop.public.customers_log").partitions == 6  # type: ignore[union-attr]
+    assert creator.rule_for("shop.public.orders").partitions == 6  # type: ignore[union-attr]
+
+
+def load_config_kafka(settings: dict[str, dict[str, object]]) -> KafkaConfig:
+    return KafkaConfig.model_validate(settings["kafka"])
 
 
 def test_schema_and_table_include_lists_combine() -> None:
