@@ -8,6 +8,7 @@ fall back to a default.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import string
@@ -250,6 +251,44 @@ class RegistryConfig(_Section):
         return conf
 
 
+class ColumnRule(_Section):
+    """A value rewrite for text columns matched by `match` ("schema.table.column", full
+    match), Debezium's `column.mask.with.N.chars` (mask: N asterisks),
+    `column.truncate.to.N.chars` (truncate: the first N characters) and
+    `column.mask.hash.<algorithm>.with.salt.<salt>` (hash: hex digest of salt + value)."""
+
+    match: str
+    action: Literal["mask", "truncate", "hash"]
+    length: int | None = Field(None, ge=0, description="mask and truncate: N characters")
+    algorithm: str | None = Field(None, description='hash: e.g. "SHA-256" or "sha256"')
+    salt: str = ""
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return pattern
+
+    @model_validator(mode="after")
+    def _complete(self) -> ColumnRule:
+        if self.action in ("mask", "truncate") and self.length is None:
+            raise ValueError(f"action {self.action} needs length (N characters)")
+        if self.action == "hash":
+            if self.algorithm is None:
+                raise ValueError("action hash needs algorithm")
+            if hash_name(self.algorithm) not in hashlib.algorithms_available:
+                raise ValueError(f"unknown hash algorithm {self.algorithm!r}")
+        return self
+
+
+def hash_name(algorithm: str) -> str:
+    """Java's MessageDigest names (SHA-256, MD5) as hashlib's (sha256, md5)."""
+    return algorithm.lower().replace("-", "")
+
+
 class AvroConfig(_Section):
     """How PostgreSQL values become Avro (see README, "Type mapping")."""
 
@@ -262,6 +301,9 @@ class AvroConfig(_Section):
         "(a plain SELECT; the value read may be newer than the event: see README)",
     )
     subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
+    column_rules: tuple[ColumnRule, ...] = Field(
+        (), description="mask, truncate or hash text columns; every matching rule, in order"
+    )
 
 
 class PipelineConfig(_Section):

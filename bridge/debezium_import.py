@@ -323,6 +323,36 @@ def _basic_auth(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> 
     imp.env(prop, "BRIDGE_REGISTRY__BASIC_AUTH_PASSWORD")
 
 
+_MASK: Final = re.compile(r"column\.mask\.with\.(\d+)\.chars")
+_TRUNCATE: Final = re.compile(r"column\.truncate\.to\.(\d+)\.chars")
+_HASH: Final = re.compile(r"column\.mask\.hash\.(v2\.)?([^.]+(?:\.[^.]+)*?)\.with\.salt\.(.*)")
+
+
+def _column_rule(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> None:
+    """column.mask.with.N.chars, column.truncate.to.N.chars and
+    column.mask.hash[.v2].<algorithm>.with.salt.<salt> as avro.column_rules, one per regex."""
+    rule: dict[str, Any]
+    if m := _MASK.fullmatch(prop):
+        rule = {"action": "mask", "length": int(m.group(1))}
+    elif m := _TRUNCATE.fullmatch(prop):
+        rule = {"action": "truncate", "length": int(m.group(1))}
+    elif m := _HASH.fullmatch(prop):
+        rule = {"action": "hash", "algorithm": m.group(2), "salt": m.group(3)}
+        if m.group(1) is None:
+            imp.unsupported_(
+                prop,
+                "hashed like Debezium's v2 strategy (salt + the value's UTF-8 bytes), not its "
+                "default v1 (a serialised Java string): hashes differ from those already in "
+                "the topics",
+            )
+    else:
+        imp.unsupported_(prop, "not recognised: no bridge setting does this")
+        return
+    rules = imp.settings.setdefault("avro", {}).setdefault("column_rules", [])
+    rules += [{"match": pattern, **rule} for pattern in _regexes(value)]
+    imp.mapped.append(f"{prop} -> avro.column_rules")
+
+
 _GROUP_KEYS: Final = ("include", "exclude", "partitions", "replication.factor")
 
 
@@ -464,8 +494,8 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
         "message.key.columns",
         _unsupported("keys are the primary key (or replica identity index); give the table one"),
     ),
-    ("column.mask.", _unsupported("masking is not supported: exclude the column (filters)")),
-    ("column.truncate.", _unsupported("truncation is not supported: exclude the column")),
+    ("column.mask.", _column_rule),
+    ("column.truncate.", _column_rule),
     ("column.propagate.source.type", _ignored("every field carries pg.type")),
     (
         "topic.creation.",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from bridge.config import Config
+from bridge.config import ColumnRule, Config
 from bridge.decode.messages import Relation
 from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
@@ -55,6 +55,7 @@ class EncoderCache:
         tombstones: bool,
         binary: bool,
         exclude_columns: Iterable[str] = (),
+        column_rules: Iterable[ColumnRule] = (),
     ) -> None:
         self._registry = registry
         self._catalog = catalog
@@ -66,6 +67,7 @@ class EncoderCache:
         self._tombstones = tombstones
         self._binary = binary
         self._exclude_columns = tuple(re.compile(p) for p in exclude_columns)
+        self._column_rules = tuple((re.compile(rule.match), rule) for rule in column_rules)
         self._by_oid: dict[int, tuple[Relation, str, ChangeEncoder]] = {}
 
     def get(self, relation: Relation) -> tuple[str, ChangeEncoder]:
@@ -84,6 +86,7 @@ class EncoderCache:
             self._options,
             self._server,
             exclude_columns=self._exclude_columns,
+            column_rules=self._column_rules,
         )
         if self._binary:
             check_binary(table)
@@ -122,4 +125,5 @@ def encoder_cache(
         tombstones=cfg.pipeline.tombstones,
         binary=binary,
         exclude_columns=cfg.filters.exclude_columns,
+        column_rules=cfg.avro.column_rules,
     )

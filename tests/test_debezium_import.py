@@ -100,10 +100,10 @@ def test_tuned_connector() -> None:
     assert settings["source"]["slot_busy_timeout_s"] == 6.0
     assert settings["source"]["status_interval_s"] == 2.0
     assert settings["source"]["sslmode"] == "verify-full"
-    assert settings["avro"] == {"numeric_mode": "string", "timestamptz_mode": "iso"}
+    assert settings["avro"]["numeric_mode"] == "string"
+    assert settings["avro"]["timestamptz_mode"] == "iso"
     listed = {line.split(":")[0] for line in unsupported}
     assert {
-        "column.mask.with.8.chars",
         "heartbeat.action.query",
         "hstore.handling.mode",
         "interval.handling.mode",
@@ -114,6 +114,28 @@ def test_tuned_connector() -> None:
     } <= listed
     assert not any(line.startswith("topic.creation") for line in listed)
     assert "(worker) bootstrap.servers" not in listed  # given on the command line
+
+
+def test_column_rules() -> None:
+    settings, unsupported = imported("tuned.properties")
+    assert settings["avro"]["column_rules"] == [
+        {"match": r"public\.customers\.phone", "action": "hash", "algorithm": "SHA-256",
+         "salt": "CzQMA0cB5K"},
+        {"match": r"public\.customers\.email", "action": "mask", "length": 8},
+        {"match": r"public\.customers\.notes", "action": "truncate", "length": 20},
+        {"match": r"public\.orders\.comment", "action": "truncate", "length": 20},
+    ]  # fmt: skip
+    assert not any(line.startswith("column.") for line in unsupported)
+    v1 = import_connector(
+        {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "column.mask.hash.MD5.with.salt.s.a.l.t": "public.t.c",
+        }
+    )
+    assert v1.settings["avro"]["column_rules"] == [
+        {"match": "public.t.c", "action": "hash", "algorithm": "MD5", "salt": "s.a.l.t"}
+    ]
+    assert any("v1" in line for line in v1.unsupported)
 
 
 def test_topic_creation_groups_then_default() -> None:

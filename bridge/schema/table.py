@@ -29,12 +29,13 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
+from bridge.config import ColumnRule
 from bridge.decode.messages import Relation
 from bridge.errors import SchemaError
 from bridge.schema.avronames import fold_named_types
 from bridge.schema.catalog import TypeCatalog
 from bridge.schema.fixed import load_fixed
-from bridge.schema.pgtypes import CodecOptions, ColumnType, column_type
+from bridge.schema.pgtypes import CodecOptions, ColumnType, Wire, column_type
 
 UNAVAILABLE: Final = "__bridge_unavailable_value"
 _INVALID: Final = re.compile(r"[^A-Za-z0-9_]")
@@ -89,6 +90,7 @@ class TableCodec:
         "placeholders",
         "relation",
         "row_name",
+        "rules",
         "types",
     )
 
@@ -101,6 +103,7 @@ class TableCodec:
         server_name: str,
         *,
         exclude_columns: Iterable[re.Pattern[str]] = (),
+        column_rules: Iterable[tuple[re.Pattern[str], ColumnRule]] = (),
     ) -> None:
         self.relation = relation
         self.kept = self._kept_columns(relation, tuple(exclude_columns))
@@ -116,6 +119,7 @@ class TableCodec:
             self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
         self.types = tuple(codecs)  # per kept column, for bridge.encode.plan
+        self.rules = self._rules(columns, codecs, tuple(column_rules))
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
@@ -202,6 +206,31 @@ class TableCodec:
     ) -> ColumnType:
         col = details.columns.get(name)
         return column_type(type_oid, typmod, catalog, options, col.ndims if col else 1)
+
+    def _rules(
+        self,
+        columns: list[Any],
+        codecs: list[ColumnType],
+        rules: tuple[tuple[re.Pattern[str], ColumnRule], ...],
+    ) -> tuple[tuple[ColumnRule, ...], ...]:
+        """`avro.column_rules` matching each kept column, in order (mostly all empty).
+
+        Only plain text columns (an Avro string) can be rewritten, and never a key column:
+        the key identifies the row."""
+        rel = self.relation
+        prefix = f"{rel.namespace}.{rel.name}."
+        key_columns = {rel.columns[i].name for i in self.key_index}
+        found = []
+        for col, codec in zip(columns, codecs, strict=True):
+            matched = tuple(rule for p, rule in rules if p.fullmatch(prefix + col.name))
+            if matched and (col.name in key_columns or codec.wire != Wire.TEXT):
+                raise SchemaError(
+                    f"avro.column_rules {matched[0].match!r} matches {prefix}{col.name}, "
+                    + ("a key column" if col.name in key_columns else "not a text column"),
+                    hint="narrow the pattern to text columns outside the record key",
+                )
+            found.append(matched)
+        return tuple(found)
 
     @staticmethod
     def _kept_columns(relation: Relation, exclude: tuple[re.Pattern[str], ...]) -> tuple[int, ...]:
