@@ -304,6 +304,23 @@ class AvroConfig(_Section):
     column_rules: tuple[ColumnRule, ...] = Field(
         (), description="mask, truncate or hash text columns; every matching rule, in order"
     )
+    key_columns: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description='"schema.table" regex (full match) -> the columns of its record key, '
+        "instead of the primary key (Debezium's message.key.columns); the first match wins",
+    )
+
+    @field_validator("key_columns")
+    @classmethod
+    def _key_patterns(cls, keys: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for pattern, columns in keys.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+            if not columns:
+                raise ValueError(f"{pattern!r}: name at least one key column")
+        return keys
 
 
 class PipelineConfig(_Section):

@@ -323,6 +323,20 @@ def _basic_auth(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> 
     imp.env(prop, "BRIDGE_REGISTRY__BASIC_AUTH_PASSWORD")
 
 
+def _key_columns(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> None:
+    """`<table regex>:<col>,<col>;<table regex>:<col>` as avro.key_columns."""
+    keys: dict[str, list[str]] = {}
+    for entry in value.split(";"):
+        table, sep, columns = entry.strip().rpartition(":")
+        names = [c.strip() for c in columns.split(",") if c.strip()]
+        if not sep or not table or not names:
+            imp.unsupported_(prop, f"{entry.strip()!r} is not <table regex>:<column>,...")
+            continue
+        keys[table] = names
+    if keys:
+        imp.set(prop, "avro.key_columns", keys)
+
+
 _MASK: Final = re.compile(r"column\.mask\.with\.(\d+)\.chars")
 _TRUNCATE: Final = re.compile(r"column\.truncate\.to\.(\d+)\.chars")
 _HASH: Final = re.compile(r"column\.mask\.hash\.(v2\.)?([^.]+(?:\.[^.]+)*?)\.with\.salt\.(.*)")
@@ -492,7 +506,7 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ),
     (
         "message.key.columns",
-        _unsupported("keys are the primary key (or replica identity index); give the table one"),
+        _key_columns,
     ),
     ("column.mask.", _column_rule),
     ("column.truncate.", _column_rule),

@@ -8,7 +8,7 @@ them is produced.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from bridge.config import ColumnRule, Config
@@ -56,6 +56,7 @@ class EncoderCache:
         binary: bool,
         exclude_columns: Iterable[str] = (),
         column_rules: Iterable[ColumnRule] = (),
+        key_columns: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._registry = registry
         self._catalog = catalog
@@ -68,6 +69,7 @@ class EncoderCache:
         self._binary = binary
         self._exclude_columns = tuple(re.compile(p) for p in exclude_columns)
         self._column_rules = tuple((re.compile(rule.match), rule) for rule in column_rules)
+        self._key_columns = tuple((re.compile(p), c) for p, c in (key_columns or {}).items())
         self._by_oid: dict[int, tuple[Relation, str, ChangeEncoder]] = {}
 
     def get(self, relation: Relation) -> tuple[str, ChangeEncoder]:
@@ -87,6 +89,7 @@ class EncoderCache:
             self._server,
             exclude_columns=self._exclude_columns,
             column_rules=self._column_rules,
+            key_columns=self._key_columns,
         )
         if self._binary:
             check_binary(table)
@@ -126,4 +129,5 @@ def encoder_cache(
         binary=binary,
         exclude_columns=cfg.filters.exclude_columns,
         column_rules=cfg.avro.column_rules,
+        key_columns=cfg.avro.key_columns,
     )

@@ -107,13 +107,25 @@ def test_tuned_connector() -> None:
         "heartbeat.action.query",
         "hstore.handling.mode",
         "interval.handling.mode",
-        "message.key.columns",
         "slot.drop.on.stop",
         "some.typo.property",
         "time.precision.mode",
     } <= listed
     assert not any(line.startswith("topic.creation") for line in listed)
     assert "(worker) bootstrap.servers" not in listed  # given on the command line
+
+
+def test_message_key_columns() -> None:
+    settings, _ = imported("tuned.properties")
+    assert settings["avro"]["key_columns"] == {"public.orders": ["order_no"]}
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "message.key.columns": "inventory.customers:pk1,pk2;(.*).purchaseorders:pk3,pk4",
+    }
+    assert import_connector(props).settings["avro"]["key_columns"] == {
+        "inventory.customers": ["pk1", "pk2"],
+        "(.*).purchaseorders": ["pk3", "pk4"],
+    }
 
 
 def test_column_rules() -> None:

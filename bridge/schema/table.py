@@ -104,10 +104,21 @@ class TableCodec:
         *,
         exclude_columns: Iterable[re.Pattern[str]] = (),
         column_rules: Iterable[tuple[re.Pattern[str], ColumnRule]] = (),
+        key_columns: Iterable[tuple[re.Pattern[str], tuple[str, ...]]] = (),
     ) -> None:
         self.relation = relation
         self.kept = self._kept_columns(relation, tuple(exclude_columns))
-        self.key_index = self._key_columns(relation, details)
+        chosen = next(
+            (
+                cols
+                for p, cols in key_columns
+                if p.fullmatch(f"{relation.namespace}.{relation.name}")
+            ),
+            None,
+        )
+        self.key_index = (
+            self._key_columns(relation, details) if chosen is None else self._chosen(chosen)
+        )
         self._check_key_kept()
         columns = [relation.columns[i] for i in self.kept]
         names = unique_names([c.name for c in columns])
@@ -253,6 +264,27 @@ class TableCodec:
                     hint="narrow the pattern so that it matches no primary-key or "
                     "replica-identity column",
                 )
+
+    def _chosen(self, columns: tuple[str, ...]) -> tuple[int, ...]:
+        """`avro.key_columns` for this table: each must exist and be part of the replica
+        identity, or a delete (whose old row carries only the identity) would lack it."""
+        rel = self.relation
+        names = [c.name for c in rel.columns]
+        label = f"{rel.namespace}.{rel.name}"
+        for name in columns:
+            if name not in names:
+                raise SchemaError(
+                    f"avro.key_columns names {label}.{name}, which the table does not have",
+                    hint=f"use columns of {label}: {', '.join(names)}",
+                )
+            if not rel.columns[names.index(name)].is_key:
+                raise SchemaError(
+                    f"avro.key_columns names {label}.{name}, which is not in the table's "
+                    "replica identity: a delete's old row would not carry it",
+                    hint=f"ALTER TABLE {label} REPLICA IDENTITY FULL (or USING INDEX on an "
+                    "index over the key columns)",
+                )
+        return tuple(names.index(name) for name in columns)
 
     @staticmethod
     def _key_columns(relation: Relation, details: TableDetails) -> tuple[int, ...]:
