@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ _proc = importlib.import_module("stack_proc")
 
 DEBEZIUM_VERSION = "3.3.1.Final"  # keep equal to bench/debezium/pom.xml
 POM = Path(__file__).resolve().parent / "debezium" / "pom.xml"
+CONVERTER_VERSION = "2.4.2.Final"  # keep equal to bench/debezium/avro-converter.pom.xml
+CONVERTER_POM = POM.parent / "avro-converter.pom.xml"
 COMPONENT = "debezium"
 LOG4J2 = """\
 appender.out.type = Console
@@ -37,13 +39,13 @@ logger.dbz.level = info
 """
 
 
-def debezium_libs(java_home: Path, log_path: Path) -> Path:
-    """Directory of Connect's and the connector's jars, resolved once per machine."""
+def _maven_libs(pom: Path, name: str, java_home: Path, log_path: Path) -> Path:
+    """Directory of the runtime jars `pom` depends on, resolved once per machine."""
 
     def build(scratch: Path) -> Path:
         _install.run_maven(
             COMPONENT,
-            POM,
+            pom,
             [
                 "dependency:copy-dependencies",
                 "-DincludeScope=runtime",
@@ -55,8 +57,49 @@ def debezium_libs(java_home: Path, log_path: Path) -> Path:
         )
         return scratch / "out"
 
-    cache = _install.cached_build(COMPONENT, f"debezium-{DEBEZIUM_VERSION}", log_path, build)
+    cache = _install.cached_build(COMPONENT, name, log_path, build)
     return Path(cache) / "libs"
+
+
+def debezium_libs(java_home: Path, log_path: Path) -> Path:
+    """Directory of Connect's and the connector's jars."""
+    return _maven_libs(POM, f"debezium-{DEBEZIUM_VERSION}", java_home, log_path)
+
+
+def avro_converter_libs(java_home: Path, log_path: Path) -> Path:
+    """Directory of Apicurio's Avro converter jars (Confluent wire format, ccompat subjects)."""
+    return _maven_libs(
+        CONVERTER_POM, f"debezium-avro-converter-{CONVERTER_VERSION}", java_home, log_path
+    )
+
+
+def avro_converter(registry_url: str) -> dict[str, str | int]:
+    """Worker settings for Avro in the Confluent wire format through Apicurio's converter.
+
+    `registry_url` is the registry's Confluent-compatible URL (`.../apis/ccompat/v7`); the
+    converter talks Apicurio's own API beside it. `as-confluent` + `use-id=contentId` write
+    the 4-byte id a Confluent deserializer expects, in the payload (no headers); subjects
+    are `<topic>-key` / `<topic>-value` (its TopicIdStrategy), as Confluent's converter names them.
+    `dereference-schema` registers one self-contained schema per subject, as Confluent's
+    converter does; without it the source block becomes a reference to a subject of its own
+    (`io.debezium.connector.postgresql.Source`), and Apicurio 2.4.2's Confluent-compatible API
+    answers every later compatibility check on such a subject with 422 (42201 "invalid Avro
+    schema"), Debezium's own unchanged schema included.
+    """
+    native = registry_url.split("/apis/", maxsplit=1)[0] + "/apis/registry/v2"
+    settings: dict[str, str | int] = {}
+    for side in ("key", "value"):
+        settings |= {
+            f"{side}.converter": "io.apicurio.registry.utils.converter.AvroConverter",
+            f"{side}.converter.apicurio.registry.url": native,
+            f"{side}.converter.apicurio.registry.auto-register": "true",
+            f"{side}.converter.apicurio.registry.find-latest": "true",
+            f"{side}.converter.apicurio.registry.as-confluent": "true",
+            f"{side}.converter.apicurio.registry.use-id": "contentId",
+            f"{side}.converter.apicurio.registry.headers.enabled": "false",
+            f"{side}.converter.apicurio.registry.dereference-schema": "true",
+        }
+    return settings
 
 
 def _properties(path: Path, values: dict[str, str | int]) -> Path:
@@ -82,20 +125,29 @@ class Debezium:
         prefix: str,
         workdir: Path,
         schemas: bool,
+        converter: Mapping[str, str | int] | None = None,
+        connector: Mapping[str, str | int] | None = None,
+        extra_libs: Sequence[Path] = (),
     ) -> None:
+        """`converter` replaces the JSON converter settings (e.g. `avro_converter(...)`, its
+        jars in `extra_libs`); `connector` adds to or overrides the connector's properties."""
         self.log = workdir / f"{prefix}.log"
         java_home = Path(_install.find_java_home(COMPONENT, self.log))
         self.java = java_home / "bin" / "java"
         self.libs = debezium_libs(java_home, self.log)
-        converter = "org.apache.kafka.connect.json.JsonConverter"
+        self.extra_libs = tuple(extra_libs)
+        json_converter = "org.apache.kafka.connect.json.JsonConverter"
+        converters: Mapping[str, str | int] = converter or {
+            "key.converter": json_converter,
+            "value.converter": json_converter,
+            "key.converter.schemas.enable": str(schemas).lower(),
+            "value.converter.schemas.enable": str(schemas).lower(),
+        }
         self.worker = _properties(
             workdir / f"{prefix}-worker.properties",
             {
                 "bootstrap.servers": stack.kafka_bootstrap,
-                "key.converter": converter,
-                "value.converter": converter,
-                "key.converter.schemas.enable": str(schemas).lower(),
-                "value.converter.schemas.enable": str(schemas).lower(),
+                **converters,
                 "offset.storage.file.filename": str(workdir / f"{prefix}.offsets"),
                 "offset.flush.interval.ms": 1000,
                 "listeners": f"http://127.0.0.1:{_proc.free_port()}",
@@ -122,6 +174,7 @@ class Debezium:
                 "snapshot.mode": "no_data",
                 "heartbeat.interval.ms": 1000,
                 "table.include.list": f"public.{table}",
+                **(connector or {}),
             },
         )
         self.offsets = workdir / f"{prefix}.offsets"
@@ -138,7 +191,7 @@ class Debezium:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.log4j}",
             "-cp",
-            f"{self.libs}/*",
+            ":".join(f"{d}/*" for d in (self.libs, *self.extra_libs)),
             "org.apache.kafka.connect.cli.ConnectStandalone",
             str(self.worker),
             str(self.connector),

@@ -1,4 +1,4 @@
-"""The `bridge` command line: run, check, demo.
+"""The `bridge` command line: run, check, import-debezium, demo.
 
 Every `BridgeError` becomes one readable message and its exit code (2 for bad
 configuration, 1 otherwise); tracebacks are kept for real bugs.
@@ -17,6 +17,7 @@ from bridge import __version__, log
 from bridge.build import run_pipeline
 from bridge.check import run_checks
 from bridge.config import Config, load_config
+from bridge.debezium_import import import_connector, read_connector_file, render
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
 
@@ -93,6 +94,33 @@ def run(config: ConfigOption = None) -> None:
         # JSON logs: the error is one more (masked) JSON record, like every other line.
         logging.getLogger("bridge").error("%s", "\n".join(error_lines(exc))[len("error: ") :])
         raise typer.Exit(exc.exit_code) from None
+
+
+@app.command("import-debezium")
+def import_debezium(
+    connector: Annotated[
+        Path, typer.Argument(help="Debezium PostgreSQL connector config: .json or .properties")
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write the YAML here, not to stdout")
+    ] = None,
+    bootstrap_servers: Annotated[
+        str | None, typer.Option(help="the Connect worker's bootstrap.servers")
+    ] = None,
+) -> None:
+    """Turn a Debezium PostgreSQL connector configuration into bridge YAML (README,
+    "Coming from Debezium"); what cannot be carried over is listed at its top."""
+    try:
+        imported = import_connector(read_connector_file(connector), bootstrap_servers)
+    except BridgeError as exc:
+        _fail(exc)
+    text = render(imported, connector.name)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+    for line in imported.unsupported:
+        typer.echo(f"not carried over: {line}", err=True)
 
 
 @app.command()

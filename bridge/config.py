@@ -8,6 +8,7 @@ fall back to a default.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import string
@@ -133,6 +134,27 @@ class SourceConfig(_Section):
         return params
 
 
+class TopicRule(_Section):
+    """How the bridge creates a table topic whose name matches `match` (Debezium's
+    `topic.creation.<group>.*`); None leaves a setting to the broker's default."""
+
+    match: str = Field(".*", description="regular expression over the topic name, full match")
+    partitions: int | None = Field(None, ge=1)
+    replication_factor: int | None = Field(None, ge=1)
+    config: dict[str, str] = Field(
+        default_factory=dict, description="topic settings: cleanup.policy, retention.ms, ..."
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return pattern
+
+
 class KafkaConfig(_Section):
     bootstrap_servers: str = "127.0.0.1:9092"
     topic_prefix: str = Field("bridge", pattern=r"^[A-Za-z0-9._-]+$")
@@ -156,6 +178,11 @@ class KafkaConfig(_Section):
     )
     transaction_max_records: int = Field(10_000, ge=1)
     transaction_interval_ms: int = Field(100, ge=1)
+    topic_creation: tuple[TopicRule, ...] = Field(
+        (),
+        description="the bridge creates each table topic by the first rule matching its name; "
+        "empty: topics are left to the broker (auto-create) or made beforehand",
+    )
 
     @field_validator("topic_template")
     @classmethod
@@ -224,6 +251,44 @@ class RegistryConfig(_Section):
         return conf
 
 
+class ColumnRule(_Section):
+    """A value rewrite for text columns matched by `match` ("schema.table.column", full
+    match), Debezium's `column.mask.with.N.chars` (mask: N asterisks),
+    `column.truncate.to.N.chars` (truncate: the first N characters) and
+    `column.mask.hash.<algorithm>.with.salt.<salt>` (hash: hex digest of salt + value)."""
+
+    match: str
+    action: Literal["mask", "truncate", "hash"]
+    length: int | None = Field(None, ge=0, description="mask and truncate: N characters")
+    algorithm: str | None = Field(None, description='hash: e.g. "SHA-256" or "sha256"')
+    salt: str = ""
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return pattern
+
+    @model_validator(mode="after")
+    def _complete(self) -> ColumnRule:
+        if self.action in ("mask", "truncate") and self.length is None:
+            raise ValueError(f"action {self.action} needs length (N characters)")
+        if self.action == "hash":
+            if self.algorithm is None:
+                raise ValueError("action hash needs algorithm")
+            if hash_name(self.algorithm) not in hashlib.algorithms_available:
+                raise ValueError(f"unknown hash algorithm {self.algorithm!r}")
+        return self
+
+
+def hash_name(algorithm: str) -> str:
+    """Java's MessageDigest names (SHA-256, MD5) as hashlib's (sha256, md5)."""
+    return algorithm.lower().replace("-", "")
+
+
 class AvroConfig(_Section):
     """How PostgreSQL values become Avro (see README, "Type mapping")."""
 
@@ -236,6 +301,26 @@ class AvroConfig(_Section):
         "(a plain SELECT; the value read may be newer than the event: see README)",
     )
     subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
+    column_rules: tuple[ColumnRule, ...] = Field(
+        (), description="mask, truncate or hash text columns; every matching rule, in order"
+    )
+    key_columns: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description='"schema.table" regex (full match) -> the columns of its record key, '
+        "instead of the primary key (Debezium's message.key.columns); the first match wins",
+    )
+
+    @field_validator("key_columns")
+    @classmethod
+    def _key_patterns(cls, keys: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        for pattern, columns in keys.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+            if not columns:
+                raise ValueError(f"{pattern!r}: name at least one key column")
+        return keys
 
 
 class PipelineConfig(_Section):

@@ -8,10 +8,10 @@ them is produced.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from bridge.config import Config
+from bridge.config import ColumnRule, Config
 from bridge.decode.messages import Relation
 from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
@@ -19,6 +19,7 @@ from bridge.registry import Registry, subject_name
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
+from bridge.topics import topic_creator
 
 _DETAILS_SQL: Final = """
 SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)
@@ -54,6 +55,8 @@ class EncoderCache:
         tombstones: bool,
         binary: bool,
         exclude_columns: Iterable[str] = (),
+        column_rules: Iterable[ColumnRule] = (),
+        key_columns: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._registry = registry
         self._catalog = catalog
@@ -65,6 +68,8 @@ class EncoderCache:
         self._tombstones = tombstones
         self._binary = binary
         self._exclude_columns = tuple(re.compile(p) for p in exclude_columns)
+        self._column_rules = tuple((re.compile(rule.match), rule) for rule in column_rules)
+        self._key_columns = tuple((re.compile(p), c) for p, c in (key_columns or {}).items())
         self._by_oid: dict[int, tuple[Relation, str, ChangeEncoder]] = {}
 
     def get(self, relation: Relation) -> tuple[str, ChangeEncoder]:
@@ -83,6 +88,8 @@ class EncoderCache:
             self._options,
             self._server,
             exclude_columns=self._exclude_columns,
+            column_rules=self._column_rules,
+            key_columns=self._key_columns,
         )
         if self._binary:
             check_binary(table)
@@ -114,11 +121,13 @@ def encoder_cache(
         registry,
         PgCatalog(conn),
         lambda oid: load_table_details(conn, oid),
-        topic_for,
+        topic_creator(cfg).wrap(topic_for) if cfg.kafka.topic_creation else topic_for,
         server_name=cfg.kafka.topic_prefix,
         options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
         toast_mode=cfg.avro.toast_mode,
         tombstones=cfg.pipeline.tombstones,
         binary=binary,
         exclude_columns=cfg.filters.exclude_columns,
+        column_rules=cfg.avro.column_rules,
+        key_columns=cfg.avro.key_columns,
     )

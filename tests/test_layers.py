@@ -45,6 +45,7 @@ _MODULES = {
             "oversized",
             "sidetopics",
             "eos",
+            "topics",  # kafka.topic_creation: table topics created by rule (admin I/O)
             "encoders",  # EncoderCache: catalog SQL, registry I/O, reads Config
             "plugins",
             "metrics",
@@ -56,6 +57,7 @@ _MODULES = {
             "slotstate",  # the slot position recorded in Kafka, lost slots recognised
             "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
             "cli",
+            "debezium_import",  # bridge import-debezium: connector properties -> Config
             "demo",
         ],
         "wiring",

@@ -7,8 +7,8 @@ the same bytes with less work per row. Output is byte-for-byte fastavro's (see
 tests/schema/test_fastwriter.py): zigzag varints, one block per non-empty array or
 map, and decimals sized as fastavro sizes them.
 
-`compile_writer` raises SchemaError for constructs outside the subset
-(unions other than ["null", T], enums, fixed), so a caller can fall back to fastavro.
+`compile_writer` raises SchemaError for constructs outside the subset (unions other
+than ["null", T] and [T, "null"], enums, fixed), so a caller can fall back to fastavro.
 """
 
 from __future__ import annotations
@@ -146,16 +146,18 @@ _PRIMITIVES: Final[dict[str, Writer]] = {
 }
 
 
-def _nullable(inner: Writer) -> Writer:
-    """["null", T]; a (name, value) tuple (fastavro's branch notation) is unwrapped."""
+def _nullable(inner: Writer, null_first: bool = True) -> Writer:
+    """["null", T] (or [T, "null"], as Debezium's source.snapshot); a (name, value) tuple
+    (fastavro's branch notation) is unwrapped."""
+    null_tag, some_tag = (0, 2) if null_first else (2, 0)  # zigzag(0), zigzag(1)
 
     def write(out: bytearray, value: Any) -> None:
         if value is None:
-            out.append(0)
+            out.append(null_tag)
             return
         if type(value) is tuple:
             value = value[1]
-        out.append(2)  # zigzag(1)
+        out.append(some_tag)
         inner(out, value)
 
     return write
@@ -224,9 +226,12 @@ class _Compiler:
         raise SchemaError(f"fastwriter: unsupported schema {schema!r}")
 
     def _union(self, branches: list[Any]) -> Writer:
-        if len(branches) != 2 or branches[0] != "null":
-            raise SchemaError(f"fastwriter: only [null, T] unions are supported, not {branches}")
-        return _nullable(self.compile(branches[1]))
+        if len(branches) != 2 or "null" not in branches or branches[0] == branches[1]:
+            raise SchemaError(
+                f"fastwriter: only [null, T] and [T, null] unions are supported, not {branches}"
+            )
+        null_first = branches[0] == "null"
+        return _nullable(self.compile(branches[1 if null_first else 0]), null_first)
 
 
 def compile_value_writer(schema: Any) -> Writer:

@@ -22,9 +22,11 @@ from __future__ import annotations
 import struct
 from typing import Any, Final
 
+from bridge.config import ColumnRule
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column
 from bridge.encode.avro import Writer, compile_value_writer, decimal_bytes, long_bytes
 from bridge.encode.columns import BAD_INPUT, Converter, codec_of, text_is_value
+from bridge.encode.rewrite import rewritten
 from bridge.encode.textvalues import wire_timestamptz
 from bridge.errors import ProtocolError, SchemaError, ValueConversionError
 from bridge.schema.pgtypes import ColumnType, Wire
@@ -93,6 +95,7 @@ class _Column:
         pos: int,
         t: ColumnType,
         key_slot: int,
+        rules: tuple[ColumnRule, ...] = (),
     ) -> None:
         codec = codec_of(t)
         avro_type = t.avro_schema.get("type")
@@ -124,6 +127,10 @@ class _Column:
         if t.wire == Wire.DECIMAL:
             self.decimal_scale = t.avro_schema.get("scale", 0)
             self.decimal_bound = 10 ** t.avro_schema["precision"]
+        if rules:  # avro.column_rules: through the converter, then the rewrites
+            self.text = rewritten(self.text, rules)
+            self.binary = rewritten(self.binary, rules)
+            self.text_shape = self.binary_shape = _CONVERT
         self.placeholder = _NULL  # an unchanged TOASTed value in `placeholder` mode
         if avro_type in ("string", "bytes") and "logicalType" not in t.avro_schema:
             self.placeholder = _SOME + _string_body(UNAVAILABLE.encode())
@@ -162,9 +169,11 @@ class RowPlan:
         self.width = len(relation.columns)  # columns in the Relation message
         key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
         self.columns = [
-            _Column(label, name, relation.columns[index], index, pos, t, key_slot.get(pos, -1))
-            for pos, (index, name, t) in enumerate(
-                zip(table.kept, table.field_names, table.types, strict=True)
+            _Column(
+                label, name, relation.columns[index], index, pos, t, key_slot.get(pos, -1), rules
+            )
+            for pos, (index, name, t, rules) in enumerate(
+                zip(table.kept, table.field_names, table.types, table.rules, strict=True)
             )
         ]
         self.key_parts = len(key_slot)

@@ -12,6 +12,13 @@ Every row field is `["null", T]` with default null, key columns included in the
 row: a delete's before-image under REPLICA IDENTITY DEFAULT carries only the key,
 and nullable fields keep every ALTER TABLE BACKWARD-compatible.
 
+Record names are Debezium's (`<prefix>.<schema>.<table>.Key`, `.Value`, `.Envelope`, each
+with its `connect.name`; the source block `io.debezium.connector.postgresql.Source` and
+the transaction block `event.block` in schemas/): Avro schema resolution matches records
+by name, so only with the same names does our schema register as the next BACKWARD
+version of a subject Debezium's Avro converter wrote (a take-over, README "Coming from
+Debezium").
+
 Columns matched by `filters.exclude_columns` are absent from the row schema and rows;
 the kept column indexes are decided here, so the per-row cost does not grow.
 """
@@ -22,12 +29,13 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
+from bridge.config import ColumnRule
 from bridge.decode.messages import Relation
 from bridge.errors import SchemaError
 from bridge.schema.avronames import fold_named_types
 from bridge.schema.catalog import TypeCatalog
 from bridge.schema.fixed import load_fixed
-from bridge.schema.pgtypes import CodecOptions, ColumnType, column_type
+from bridge.schema.pgtypes import CodecOptions, ColumnType, Wire, column_type
 
 UNAVAILABLE: Final = "__bridge_unavailable_value"
 _INVALID: Final = re.compile(r"[^A-Za-z0-9_]")
@@ -82,6 +90,7 @@ class TableCodec:
         "placeholders",
         "relation",
         "row_name",
+        "rules",
         "types",
     )
 
@@ -94,10 +103,22 @@ class TableCodec:
         server_name: str,
         *,
         exclude_columns: Iterable[re.Pattern[str]] = (),
+        column_rules: Iterable[tuple[re.Pattern[str], ColumnRule]] = (),
+        key_columns: Iterable[tuple[re.Pattern[str], tuple[str, ...]]] = (),
     ) -> None:
         self.relation = relation
         self.kept = self._kept_columns(relation, tuple(exclude_columns))
-        self.key_index = self._key_columns(relation, details)
+        chosen = next(
+            (
+                cols
+                for p, cols in key_columns
+                if p.fullmatch(f"{relation.namespace}.{relation.name}")
+            ),
+            None,
+        )
+        self.key_index = (
+            self._key_columns(relation, details) if chosen is None else self._chosen(chosen)
+        )
         self._check_key_kept()
         columns = [relation.columns[i] for i in self.kept]
         names = unique_names([c.name for c in columns])
@@ -109,6 +130,7 @@ class TableCodec:
             self._codec(c.name, c.type_oid, c.typmod, catalog, details, options) for c in columns
         ]
         self.types = tuple(codecs)  # per kept column, for bridge.encode.plan
+        self.rules = self._rules(columns, codecs, tuple(column_rules))
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
@@ -123,7 +145,13 @@ class TableCodec:
             for name, col, codec in zip(names, columns, codecs, strict=True)
         ]
         self.row_name = f"{self.namespace}.Value"
-        row = {"type": "record", "name": "Value", "namespace": self.namespace, "fields": fields}
+        row = {
+            "type": "record",
+            "name": "Value",
+            "namespace": self.namespace,
+            "connect.name": self.row_name,
+            "fields": fields,
+        }
         position = {col: pos for pos, col in enumerate(self.kept)}
         key_pos = [position[i] for i in self.key_index]
         self.key_positions = tuple(key_pos)
@@ -142,7 +170,13 @@ class TableCodec:
                 for pos in key_pos
             ]
             self.key_schema = fold_named_types(
-                {"type": "record", "name": "Key", "namespace": self.namespace, "fields": key_fields}
+                {
+                    "type": "record",
+                    "name": "Key",
+                    "namespace": self.namespace,
+                    "connect.name": f"{self.namespace}.Key",
+                    "fields": key_fields,
+                }
             )
         self.envelope_schema: dict[str, Any] = fold_named_types(
             {
@@ -150,6 +184,7 @@ class TableCodec:
                 "name": "Envelope",
                 "namespace": self.namespace,
                 "connect.name": f"{self.namespace}.Envelope",
+                "connect.version": 2,  # Debezium's envelope schema version
                 "fields": [
                     {"name": "before", "type": ["null", row], "default": None},
                     {"name": "after", "type": ["null", self.row_name], "default": None},
@@ -183,6 +218,31 @@ class TableCodec:
         col = details.columns.get(name)
         return column_type(type_oid, typmod, catalog, options, col.ndims if col else 1)
 
+    def _rules(
+        self,
+        columns: list[Any],
+        codecs: list[ColumnType],
+        rules: tuple[tuple[re.Pattern[str], ColumnRule], ...],
+    ) -> tuple[tuple[ColumnRule, ...], ...]:
+        """`avro.column_rules` matching each kept column, in order (mostly all empty).
+
+        Only plain text columns (an Avro string) can be rewritten, and never a key column:
+        the key identifies the row."""
+        rel = self.relation
+        prefix = f"{rel.namespace}.{rel.name}."
+        key_columns = {rel.columns[i].name for i in self.key_index}
+        found = []
+        for col, codec in zip(columns, codecs, strict=True):
+            matched = tuple(rule for p, rule in rules if p.fullmatch(prefix + col.name))
+            if matched and (col.name in key_columns or codec.wire != Wire.TEXT):
+                raise SchemaError(
+                    f"avro.column_rules {matched[0].match!r} matches {prefix}{col.name}, "
+                    + ("a key column" if col.name in key_columns else "not a text column"),
+                    hint="narrow the pattern to text columns outside the record key",
+                )
+            found.append(matched)
+        return tuple(found)
+
     @staticmethod
     def _kept_columns(relation: Relation, exclude: tuple[re.Pattern[str], ...]) -> tuple[int, ...]:
         prefix = f"{relation.namespace}.{relation.name}."
@@ -204,6 +264,27 @@ class TableCodec:
                     hint="narrow the pattern so that it matches no primary-key or "
                     "replica-identity column",
                 )
+
+    def _chosen(self, columns: tuple[str, ...]) -> tuple[int, ...]:
+        """`avro.key_columns` for this table: each must exist and be part of the replica
+        identity, or a delete (whose old row carries only the identity) would lack it."""
+        rel = self.relation
+        names = [c.name for c in rel.columns]
+        label = f"{rel.namespace}.{rel.name}"
+        for name in columns:
+            if name not in names:
+                raise SchemaError(
+                    f"avro.key_columns names {label}.{name}, which the table does not have",
+                    hint=f"use columns of {label}: {', '.join(names)}",
+                )
+            if not rel.columns[names.index(name)].is_key:
+                raise SchemaError(
+                    f"avro.key_columns names {label}.{name}, which is not in the table's "
+                    "replica identity: a delete's old row would not carry it",
+                    hint=f"ALTER TABLE {label} REPLICA IDENTITY FULL (or USING INDEX on an "
+                    "index over the key columns)",
+                )
+        return tuple(names.index(name) for name in columns)
 
     @staticmethod
     def _key_columns(relation: Relation, details: TableDetails) -> tuple[int, ...]:

@@ -124,8 +124,16 @@ def test_out_of_range_and_unsupported() -> None:
     with pytest.raises(ValueError, match="does not fit an Avro int"):
         compile_writer(schema)({"v": 2**31})
     union = {"type": "record", "name": "U", "fields": [{"name": "v", "type": ["int", "string"]}]}
-    with pytest.raises(SchemaError, match=r"only \[null, T\] unions"):
+    with pytest.raises(SchemaError, match=r"only \[null, T\] and \[T, null\] unions"):
         compile_writer(union)
+
+
+@pytest.mark.parametrize("value", [None, "false", "last"])
+def test_null_second_union_matches_fastavro(value: str | None) -> None:
+    """Debezium's source.snapshot is ["string", "null"]: the null branch is index 1."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "v", "type": ["string", "null"]}]}
+    parsed = parse_schema(schema)
+    assert compile_writer(schema)({"v": value}) == fastavro_bytes(parsed, {"v": value})
 
 
 _EDGES = [0, 63, 64, 2**55, 2**62, 2**63 - 1]  # varint length steps and write_long's paths

@@ -1,0 +1,276 @@
+"""`bridge import-debezium` over real Debezium PostgreSQL connector configurations.
+
+The files in tests/debezium_configs/ follow Debezium's documentation (the PostgreSQL
+connector's example with Confluent's Avro converter, the Apicurio converter set-up) and a
+production-style connector using the filter, snapshot and delivery properties.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bridge.cli import app
+from bridge.config import FiltersConfig, KafkaConfig, load_config
+from bridge.debezium_import import import_connector, parse_properties, read_connector_file
+from bridge.errors import ConfigError
+from bridge.routing import Routing
+from bridge.topics import TopicCreator
+
+CONFIGS = Path(__file__).resolve().parent / "debezium_configs"
+
+
+def imported(name: str) -> tuple[dict[str, dict[str, object]], list[str]]:
+    result = import_connector(read_connector_file(CONFIGS / name), "kafka:9092")
+    return result.settings, result.unsupported
+
+
+def test_documented_example_with_confluent_avro() -> None:
+    settings, unsupported = imported("inventory-avro.json")
+    assert settings == {
+        "avro": {"timestamptz_mode": "iso", "numeric_mode": "variable"},
+        "filters": {"include_tables": ["public.inventory"], "skipped_operations": ["t"]},
+        "kafka": {"bootstrap_servers": "kafka:9092", "topic_prefix": "fulfillment"},
+        "registry": {"url": "http://schema-registry:8081"},
+        "source": {
+            "host": "192.168.99.100",
+            "port": 5432,
+            "user": "postgres",
+            "dbname": "postgres",
+            "slot_name": "debezium",
+            "publication_name": "dbz_publication",
+            "plugin": "pgoutput",
+        },
+    }
+    assert [line.split(":")[0] for line in unsupported] == ["transforms", "transforms.unwrap.type"]
+
+
+def test_secrets_never_reach_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "bridge.yaml"
+    result = CliRunner().invoke(
+        app, ["import-debezium", str(CONFIGS / "inventory-avro.json"), "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "postgres" not in [line.split(": ")[-1] for line in text.splitlines() if "pass" in line]
+    assert "password" not in yaml.safe_load(text)["source"]
+    assert "database.password -> environment BRIDGE_SOURCE__PASSWORD" in text
+    assert load_config(out).source.host == "192.168.99.100"  # the file loads as written
+
+
+def test_apicurio_properties() -> None:
+    settings, unsupported = imported("apicurio.properties")
+    assert settings["registry"] == {"url": "http://apicurio:8080/apis/ccompat/v7"}
+    assert settings["source"]["slot_name"] == "inventory_slot"
+    assert settings["source"]["publication_mode"] == "filtered"
+    assert "password" not in settings["source"]
+    assert not any(line.startswith("database.password") for line in unsupported)
+    routing = Routing("p", load_filters(settings))
+    assert routing.matches("inventory", "orders")
+    assert not routing.matches("public", "orders")
+
+
+def load_filters(settings: dict[str, dict[str, object]]) -> FiltersConfig:
+    return FiltersConfig.model_validate(settings.get("filters", {}))
+
+
+def test_tuned_connector() -> None:
+    settings, unsupported = imported("tuned.properties")
+    assert settings["snapshot"] == {
+        "incremental_chunk_size": 2048,
+        "signal_table": "public.debezium_signal",
+        "workers": 4,
+        "mode": "no_data",
+    }
+    assert settings["filters"] == {
+        "exclude_columns": [r"public\.customers\.ssn"],
+        "skipped_operations": [],
+        "exclude_tables": [r"public\.orders_archive"],
+        "include_tables": [r"public\.orders", r"public\.order_lines", r"billing\..*"],
+    }
+    assert settings["pipeline"] == {
+        "heartbeat_interval_s": 5.0,
+        "transaction_metadata": True,
+        "tombstones": False,
+    }
+    assert settings["source"]["slot_busy_timeout_s"] == 6.0
+    assert settings["source"]["status_interval_s"] == 2.0
+    assert settings["source"]["sslmode"] == "verify-full"
+    assert settings["avro"]["numeric_mode"] == "string"
+    assert settings["avro"]["timestamptz_mode"] == "iso"
+    listed = {line.split(":")[0] for line in unsupported}
+    assert {
+        "heartbeat.action.query",
+        "hstore.handling.mode",
+        "interval.handling.mode",
+        "slot.drop.on.stop",
+        "some.typo.property",
+        "time.precision.mode",
+    } <= listed
+    assert not any(line.startswith("topic.creation") for line in listed)
+    assert "(worker) bootstrap.servers" not in listed  # given on the command line
+
+
+def test_message_key_columns() -> None:
+    settings, _ = imported("tuned.properties")
+    assert settings["avro"]["key_columns"] == {"public.orders": ["order_no"]}
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "message.key.columns": "inventory.customers:pk1,pk2;(.*).purchaseorders:pk3,pk4",
+    }
+    assert import_connector(props).settings["avro"]["key_columns"] == {
+        "inventory.customers": ["pk1", "pk2"],
+        "(.*).purchaseorders": ["pk3", "pk4"],
+    }
+
+
+def test_column_rules() -> None:
+    settings, unsupported = imported("tuned.properties")
+    assert settings["avro"]["column_rules"] == [
+        {"match": r"public\.customers\.phone", "action": "hash", "algorithm": "SHA-256",
+         "salt": "CzQMA0cB5K"},
+        {"match": r"public\.customers\.email", "action": "mask", "length": 8},
+        {"match": r"public\.customers\.notes", "action": "truncate", "length": 20},
+        {"match": r"public\.orders\.comment", "action": "truncate", "length": 20},
+    ]  # fmt: skip
+    assert not any(line.startswith("column.") for line in unsupported)
+    v1 = import_connector(
+        {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "column.mask.hash.MD5.with.salt.s.a.l.t": "public.t.c",
+        }
+    )
+    assert v1.settings["avro"]["column_rules"] == [
+        {"match": "public.t.c", "action": "hash", "algorithm": "MD5", "salt": "s.a.l.t"}
+    ]
+    assert any("v1" in line for line in v1.unsupported)
+
+
+def test_topic_creation_groups_then_default() -> None:
+    settings, _ = imported("tuned.properties")
+    rules = settings["kafka"]["topic_creation"]
+    assert rules == [
+        {
+            "match": r"(?!(?:shop\.public\.customers_log)$)(?:shop\.public\.customers.*)",
+            "partitions": 3,
+            "config": {"cleanup.policy": "compact"},
+        },
+        {
+            "match": "(?:.*)",
+            "partitions": 6,
+            "replication_factor": 1,
+            "config": {"retention.ms": "604800000"},
+        },
+    ]
+    creator = TopicCreator(load_config_kafka(settings).topic_creation, lambda: None, 1.0)
+    assert creator.rule_for("shop.public.customers").partitions == 3  # type: ignore[union-attr]
+    assert creator.rule_for("shop.public.customers_log").partitions == 6  # type: ignore[union-attr]
+    assert creator.rule_for("shop.public.orders").partitions == 6  # type: ignore[union-attr]
+
+
+def load_config_kafka(settings: dict[str, dict[str, object]]) -> KafkaConfig:
+    return KafkaConfig.model_validate(settings["kafka"])
+
+
+def test_schema_and_table_include_lists_combine() -> None:
+    settings = import_connector(
+        {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "schema.include.list": "sales,hr",
+            "table.include.list": r".*\.orders,hr\.staff",
+        }
+    ).settings
+    routing = Routing("p", load_filters(settings))
+    assert routing.matches("sales", "orders")
+    assert routing.matches("hr", "staff")
+    assert not routing.matches("public", "orders")
+    assert not routing.matches("sales", "staff")
+
+
+def test_column_include_list_excludes_the_rest() -> None:
+    settings = import_connector(
+        {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "column.include.list": r"public\.t\.(id|name)",
+        }
+    ).settings
+    (pattern,) = settings["filters"]["exclude_columns"]  # type: ignore[index]
+    assert re.fullmatch(pattern, "public.t.secret")
+    assert not re.fullmatch(pattern, "public.t.id")
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("initial", "initial"), ("never", "no_data"), ("no_data", "no_data"), ("always", "always")],
+)
+def test_snapshot_modes(mode: str, expected: str) -> None:
+    props = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector"}
+    settings = import_connector({**props, "snapshot.mode": mode}).settings
+    assert settings["snapshot"]["mode"] == expected
+
+
+def test_a_mode_without_equivalent_is_listed() -> None:
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "snapshot.mode": "configuration_based",
+        "plugin.name": "decoderbufs",
+    }
+    result = import_connector(props)
+    assert "snapshot" not in result.settings
+    assert any(line.startswith("snapshot.mode: configuration_based") for line in result.unsupported)
+    assert any(line.startswith("plugin.name: decoderbufs") for line in result.unsupported)
+
+
+def test_another_connector_is_refused() -> None:
+    with pytest.raises(ConfigError, match="not Debezium's PostgreSQL connector"):
+        import_connector({"connector.class": "io.debezium.connector.mysql.MySqlConnector"})
+    with pytest.raises(ConfigError, match=r"no connector\.class"):
+        import_connector({"topic.prefix": "x"})
+
+
+def test_an_invalid_result_names_the_field() -> None:
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "slot.name": "Bad-Slot",
+    }
+    with pytest.raises(ConfigError, match=r"source\.slot_name"):
+        import_connector(props)
+
+
+def test_java_properties_syntax() -> None:
+    text = (
+        "# comment\n! also a comment\n"
+        "a=1\n"
+        "b : two words\n"
+        "c three\n"
+        "d = first,\\\n    second\n"
+        "e = tab\\there \\u00e9\n"
+        "f\\=g = escaped key\n"
+        "h = ends with backslash\\\\\n"
+    )
+    assert parse_properties(text) == {
+        "a": "1",
+        "b": "two words",
+        "c": "three",
+        "d": "first,second",
+        "e": "tab\there é",
+        "f=g": "escaped key",
+        "h": "ends with backslash\\",
+    }
+
+
+def test_cli_lists_what_is_not_carried_over() -> None:
+    result = CliRunner().invoke(app, ["import-debezium", str(CONFIGS / "tuned.properties")])
+    assert result.exit_code == 0
+    assert "not carried over: some.typo.property" in result.stderr
+    assert yaml.safe_load(result.stdout)["kafka"]["topic_prefix"] == "shop"
+
+
+def test_cli_bad_file() -> None:
+    result = CliRunner().invoke(app, ["import-debezium", "/nonexistent/connector.json"])
+    assert result.exit_code == 2
+    assert "cannot read" in result.stderr
