@@ -34,7 +34,7 @@ from bridge.registry import Registry
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
-from bridge.slotstate import PositionRecorder, guard, slot_info_sql
+from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot import SnapshotManager
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
@@ -113,7 +113,7 @@ class _Source:
         self.rc = libpq.ReplicationConnection(replication)
         version = slots.check_prerequisites(self.rc)
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
-        slot_guard = guard(cfg, self.rc, version, metrics)  # a lost slot: fail or resnapshot
+        slot_guard = guard(cfg, self.rc, self.catalog, metrics)  # a lost slot: fail or resnapshot
         failover.prepare(self.rc, cfg, version)
         self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
         _closing(opened, "snapshot readers", self.snapshots.close)
@@ -121,7 +121,7 @@ class _Source:
         catalog = self.catalog
         self.positions: PositionRecorder = slot_guard.recorder(
             slot,
-            probe=lambda: slot_info_sql(catalog, src.slot_name, version),
+            probe=lambda: slots.slot_info(catalog, src.slot_name),
             on_lost=src.on_slot_lost,
         )
         _closing(opened, "state producer", self.positions.close)

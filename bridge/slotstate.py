@@ -31,13 +31,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 import psycopg
 from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
-from psycopg import sql
 
 from bridge.config import Config
 from bridge.eos import ensure_offsets_topic, read_last_value
@@ -80,11 +79,6 @@ class Record(NamedTuple):
         )
 
 
-class SlotInfo(NamedTuple):
-    confirmed_flush: int
-    invalidation: str | None  # why the server can no longer stream it; None when usable
-
-
 class Loss(NamedTuple):
     what: str  # one sentence: what happened to the slot
     lost_from: int  # changes committed after this LSN ...
@@ -95,7 +89,7 @@ class Loss(NamedTuple):
         return f"changes between LSN {LSN(self.lost_from)} and {end} are not in Kafka"
 
 
-def judge(record: Record | None, systemid: str, slot: SlotInfo | None) -> Loss | None:
+def judge(record: Record | None, systemid: str, slot: slots.SlotInfo | None) -> Loss | None:
     """Pure: what the record and the slot's state say was lost, if anything."""
     if record is not None and record.systemid != systemid:
         return Loss(
@@ -171,7 +165,7 @@ class Guard:
         self.replaced = replaced  # the old slot was dropped: the new one starts a new record
 
     def recorder(
-        self, slot: slots.Slot, probe: Callable[[], SlotInfo | None], on_lost: str
+        self, slot: slots.Slot, probe: Callable[[], slots.SlotInfo | None], on_lost: str
     ) -> PositionRecorder:
         start = int(slot.confirmed_flush or slot.consistent_point or 0)
         previous = self.record
@@ -186,7 +180,7 @@ class Guard:
 def guard(
     cfg: Config,
     rc: libpq.ReplicationConnection,
-    version: int,
+    catalog: psycopg.Connection[Any],
     metrics: Metrics,
     *,
     clock: Callable[[], float] = time.time,
@@ -196,7 +190,7 @@ def guard(
     state = StateTopic(cfg)
     record = state.read()
     info = slots.identify_system(rc)
-    slot = slot_info(rc, src.slot_name, version)
+    slot = slots.slot_info(catalog, src.slot_name)
     loss = judge(record, info.systemid, slot)
     resnapshots = record.resnapshots if record is not None else ()
     if loss is None:
@@ -265,37 +259,6 @@ def _count(metrics: Metrics, loss: Loss, info: slots.SystemInfo) -> None:
     metrics.slot_gap_bytes += max(0, end - loss.lost_from)
 
 
-def slot_info(rc: libpq.ReplicationConnection, name: str, version: int) -> SlotInfo | None:
-    rows = rc.command(_slot_query(version).format(rc.quote(sql.Literal(name))))
-    return _slot_info(rows[0]) if rows else None
-
-
-def slot_info_sql(conn: psycopg.Connection[Any], name: str, version: int) -> SlotInfo | None:
-    """`slot_info` over a plain SQL connection: the replication one may be the one that
-    just failed."""
-    row = conn.execute(_slot_query(version).format("%s"), (name,)).fetchone()
-    return None if row is None else _slot_info(row)
-
-
-def _slot_query(version: int) -> str:
-    if version >= 170000:
-        reason = "invalidation_reason"
-    elif version >= 160000:
-        reason = "CASE WHEN conflicting THEN 'rows_removed' END"
-    else:
-        reason = "NULL"
-    return (
-        f"SELECT confirmed_flush_lsn, wal_status, {reason} FROM pg_replication_slots "
-        "WHERE slot_name = {}"
-    )
-
-
-def _slot_info(row: Sequence[Any]) -> SlotInfo:
-    confirmed, wal_status, why = row
-    invalidation = why or ("wal_removed" if wal_status == "lost" else None)
-    return SlotInfo(int(LSN.parse(str(confirmed or "0/0"))), invalidation)
-
-
 class PositionRecorder:
     """Write-ahead of the flush position: `admit` caps what PostgreSQL may be told at the
     last position recorded in Kafka, and records newer ones (one write in flight, at most
@@ -305,7 +268,7 @@ class PositionRecorder:
         self,
         state: StateTopic,
         record: Record,
-        probe: Callable[[], SlotInfo | None],
+        probe: Callable[[], slots.SlotInfo | None],
         on_lost: str = "fail",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

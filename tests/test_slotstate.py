@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from bridge.config import Config
 from bridge.errors import SlotLostError
-from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, SlotInfo, judge
+from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, judge
+from bridge.source.slots import SlotInfo
 
 SYSTEM = "7400000000000000001"
 RECORD = Record(SYSTEM, 1, 1000, (1.5,))

@@ -158,7 +158,8 @@ class SnapshotManager:
         try:
             deadline = time.monotonic() + _CONFIRM_TIMEOUT_S
             while True:
-                confirmed = slots.confirmed_flush(conn, name) or LSN(0)
+                info = slots.slot_info(conn, name)
+                confirmed = LSN(0) if info is None else info.confirmed_flush
                 if confirmed >= lsn:
                     return True
                 if should_stop():

@@ -113,13 +113,39 @@ def ensure_slot(
     return Slot(name, plugin, None, True, snapshot, point)
 
 
-def confirmed_flush(conn: psycopg.Connection[Any], name: str) -> LSN | None:
-    """The slot's confirmed_flush_lsn as the server holds it now, read over a plain
-    connection (the replication one may be streaming); None without the slot."""
-    row = conn.execute(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (name,)
-    ).fetchone()
-    return None if row is None or row[0] is None else LSN.parse(row[0])
+class SlotInfo(NamedTuple):
+    """What pg_replication_slots says of a slot now."""
+
+    confirmed_flush: LSN  # 0/0 while nothing was confirmed
+    invalidation: str | None  # why the server can no longer stream it; None when usable
+
+
+def slot_info(conn: psycopg.Connection[Any], name: str) -> SlotInfo | None:
+    """The slot's confirmed position and invalidation as the server holds them now; None
+    without the slot.
+
+    Read over a plain connection: the replication one may be streaming, or may be the
+    one that just failed. Which column says why a slot is unusable depends on the
+    server's version, taken from the connection."""
+    row = conn.execute(_slot_query(conn.info.server_version), (name,)).fetchone()
+    if row is None:
+        return None
+    confirmed, wal_status, why = row
+    invalidation = why or ("wal_removed" if wal_status == "lost" else None)
+    return SlotInfo(LSN.parse(confirmed or "0/0"), invalidation)
+
+
+def _slot_query(version: int) -> str:
+    if version >= 170000:
+        reason = "invalidation_reason"
+    elif version >= 160000:
+        reason = "CASE WHEN conflicting THEN 'rows_removed' END"
+    else:
+        reason = "NULL"
+    return (
+        f"SELECT confirmed_flush_lsn::text, wal_status, {reason} FROM pg_replication_slots "
+        "WHERE slot_name = %s"
+    )
 
 
 def drop_slot(rc: ReplicationConnection, name: str) -> None:

@@ -79,6 +79,10 @@ def test_slot_created_then_reused_and_plugin_checked(
         slots.ensure_slot(rc, slot_name, "pglogical_output", create=True, two_phase=False)
     with pytest.raises(SourceError, match="does not exist"):
         slots.ensure_slot(rc, slot_name + "x", "pgoutput", create=False, two_phase=False)
+    # the catalog's view of it: usable, at its consistent point; a missing slot is None
+    info = slots.slot_info(pg_conn, slot_name)
+    assert info == slots.SlotInfo(created.consistent_point, None)
+    assert slots.slot_info(pg_conn, slot_name + "x") is None
 
 
 def test_publication_modes(pg_conn: psycopg.Connection[Any], publication_name: str) -> None:
