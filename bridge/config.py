@@ -13,10 +13,11 @@ import logging
 import re
 import string
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -36,6 +37,18 @@ from bridge import hosts
 from bridge.errors import ConfigError
 
 _SECRET_WORDS = ("password", "secret", "token")
+
+
+def _compiles(pattern: str) -> str:
+    """A regular expression setting is checked when the file is read, not at first use."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return pattern
+
+
+Regex = Annotated[str, AfterValidator(_compiles)]
 TOPIC_TEMPLATE = "{prefix}.{schema}.{table}"
 
 
@@ -138,21 +151,12 @@ class TopicRule(_Section):
     """How the bridge creates a table topic whose name matches `match` (Debezium's
     `topic.creation.<group>.*`); None leaves a setting to the broker's default."""
 
-    match: str = Field(".*", description="regular expression over the topic name, full match")
+    match: Regex = Field(".*", description="regular expression over the topic name, full match")
     partitions: int | None = Field(None, ge=1)
     replication_factor: int | None = Field(None, ge=1)
     config: dict[str, str] = Field(
         default_factory=dict, description="topic settings: cleanup.policy, retention.ms, ..."
     )
-
-    @field_validator("match")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return pattern
 
 
 class KafkaConfig(_Section):
@@ -257,20 +261,11 @@ class ColumnRule(_Section):
     `column.truncate.to.N.chars` (truncate: the first N characters) and
     `column.mask.hash.<algorithm>.with.salt.<salt>` (hash: hex digest of salt + value)."""
 
-    match: str
+    match: Regex
     action: Literal["mask", "truncate", "hash"]
     length: int | None = Field(None, ge=0, description="mask and truncate: N characters")
     algorithm: str | None = Field(None, description='hash: e.g. "SHA-256" or "sha256"')
     salt: str = ""
-
-    @field_validator("match")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return pattern
 
     @model_validator(mode="after")
     def _complete(self) -> ColumnRule:
@@ -314,10 +309,7 @@ class AvroConfig(_Section):
     @classmethod
     def _key_patterns(cls, keys: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         for pattern, columns in keys.items():
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+            _compiles(pattern)
             if not columns:
                 raise ValueError(f"{pattern!r}: name at least one key column")
         return keys
@@ -341,22 +333,12 @@ class PipelineConfig(_Section):
 class FiltersConfig(_Section):
     """Which tables and columns are captured: regular expressions, always a full match."""
 
-    include_tables: tuple[str, ...] = ()
-    exclude_tables: tuple[str, ...] = ()
-    exclude_columns: tuple[str, ...] = Field(
+    include_tables: tuple[Regex, ...] = ()
+    exclude_tables: tuple[Regex, ...] = ()
+    exclude_columns: tuple[Regex, ...] = Field(
         (), description='regexes over "schema.table.column" (full match); not key columns'
     )
     skipped_operations: tuple[Literal["c", "u", "d", "t"], ...] = ()
-
-    @field_validator("include_tables", "exclude_tables", "exclude_columns")
-    @classmethod
-    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return patterns
 
 
 class SnapshotConfig(_Section):
