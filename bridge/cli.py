@@ -1,4 +1,4 @@
-"""The `bridge` command line: run, check, demo.
+"""The `bridge` command line: run, check, verify, demo.
 
 Every `BridgeError` becomes one readable message and its exit code (2 for bad
 configuration, 1 otherwise); tracebacks are kept for real bugs.
@@ -19,6 +19,8 @@ from bridge.check import run_checks
 from bridge.config import Config, load_config
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
+from bridge.verify.report import as_json, as_table
+from bridge.verify.run import verify as run_verify
 
 app = typer.Typer(
     help="Stream PostgreSQL changes into Kafka as keyed Avro records.",
@@ -93,6 +95,35 @@ def run(config: ConfigOption = None) -> None:
         # JSON logs: the error is one more (masked) JSON record, like every other line.
         logging.getLogger("bridge").error("%s", "\n".join(error_lines(exc))[len("error: ") :])
         raise typer.Exit(exc.exit_code) from None
+
+
+@app.command()
+def verify(
+    config: ConfigOption = None,
+    tables: Annotated[
+        list[str] | None,
+        typer.Option("--tables", help="schema.table to verify (repeat); default: all captured."),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table (for people) or json (for scripts).")
+    ] = "table",
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the bridge to deliver up to the point.")
+    ] = 300.0,
+) -> None:
+    """Compare each captured table with the state its topic describes, at one point.
+
+    Exit 0 when every table matches, 1 on a mismatch or an error."""
+    if output not in ("table", "json"):
+        _fail(ConfigError(f"--format {output!r}", hint="use table or json"))
+    cfg = _load(config)
+    mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
+    try:
+        result = run_verify(cfg, tables or ())
+    except BridgeError as exc:
+        _fail(exc, mask.scrub)
+    typer.echo(as_json(result) if output == "json" else as_table(result))
+    raise typer.Exit(0 if result.ok else 1)
 
 
 @app.command()
