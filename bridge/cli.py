@@ -19,6 +19,7 @@ from bridge.check import run_checks
 from bridge.config import Config, load_config
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
+from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import verify as run_verify
 
@@ -110,19 +111,37 @@ def verify(
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the bridge to deliver up to the point.")
     ] = 300.0,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Re-emit differing rows (incremental snapshots), delete ghost keys, verify again.",
+        ),
+    ] = False,
 ) -> None:
     """Compare each captured table with the state its topic describes, at one point.
 
-    Exit 0 when every table matches, 1 on a mismatch or an error."""
+    Exit 0 when every table matches (after --repair: at the second verification), 1 on a
+    mismatch or an error."""
     if output not in ("table", "json"):
         _fail(ConfigError(f"--format {output!r}", hint="use table or json"))
     cfg = _load(config)
     mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
+    show = as_json if output == "json" else as_table
     try:
-        result = run_verify(cfg, tables or ())
+        result = run_verify(cfg, tables or (), timeout=timeout)
+        if repair and not result.ok:  # JSON: stdout holds only the final verification
+            typer.echo(show(result), err=output == "json")
+            done = run_repair(cfg, result, timeout=timeout)
+            typer.echo(
+                f"repaired: {done.reread} row(s) re-emitted, {done.deleted} ghost key(s) deleted, "
+                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
+                err=output == "json",
+            )
+            result = run_verify(cfg, tables or (), timeout=timeout)
+        typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)
-    typer.echo(as_json(result) if output == "json" else as_table(result))
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -23,7 +23,7 @@ import psycopg
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
 from bridge.snapshot.reader import TableJob, encode_rows, snapshot_source
-from bridge.verify.state import Kept, TopicState, differing_columns
+from bridge.verify.state import Decoder, Kept, TopicState, differing_columns
 
 SAMPLES = 5  # keys shown per kind of mismatch
 _FETCH = 2000
@@ -31,8 +31,9 @@ _FETCH = 2000
 
 @dataclass
 class TableResult:
-    """A table's verdict; `*_keys` (PostgreSQL key text, or the topic's `Kept` for ghosts)
-    feed `--repair` and are not printed."""
+    """A table's verdict; the fields after `skipped` feed `--repair` and are not printed
+    (`reread_keys`: PostgreSQL's key text of missing and different rows; `ghost_keys`: the
+    topic's state of keys PostgreSQL does not have)."""
 
     table: str
     topic: str
@@ -46,8 +47,13 @@ class TableResult:
     columns: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str | None = None
+    # for --repair: what was compared, how far the topic was read, and the keys to fix
+    snapshot_table: SnapshotTable | None = None
+    job: TableJob | None = None
+    decoder: Decoder | None = None
+    ends: dict[int, int] = field(default_factory=dict)
     reread_keys: list[tuple[str, ...]] = field(default_factory=list)
-    ghost_keys: list[Kept] = field(default_factory=list)
+    ghost_keys: dict[str, Kept] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -125,7 +131,7 @@ def compare_table(
     for name, kept in live.items():
         result.ghosts += 1
         result.sample("ghost", name)
-        result.ghost_keys.append(kept)
+        result.ghost_keys[name] = kept
 
 
 def _text(value: bytes | None) -> str:

@@ -158,14 +158,14 @@ def _partition_records(
         consumer.close()
 
 
-def read_topic(cfg: Config, topic: str, state: TopicState, timeout: float) -> None:
-    """Fold every record of `topic` present now (see the module docstring)."""
+def topic_offsets(cfg: Config, topic: str) -> dict[int, tuple[int, int]]:
+    """Partition -> (first offset, end offset) now; empty for a topic never produced to."""
     probe = Consumer({**cfg.kafka.client_config(), "group.id": "bridge-verify"})
     try:
         meta = probe.list_topics(topic, timeout=30).topics.get(topic)
         if meta is None or meta.error is not None:
-            return  # never produced to: nothing to fold
-        ranges = {
+            return {}
+        return {
             p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
             for p in sorted(meta.partitions)
         }
@@ -173,18 +173,28 @@ def read_topic(cfg: Config, topic: str, state: TopicState, timeout: float) -> No
         raise VerifyError(f"Kafka metadata for {topic}: {exc}", hint="check Kafka") from None
     finally:
         probe.close()
+
+
+def read_topic(
+    cfg: Config,
+    topic: str,
+    state: TopicState,
+    timeout: float,
+    start: dict[int, int] | None = None,
+) -> dict[int, int]:
+    """Fold every record of `topic` present now, from `start` (partition -> offset) or the
+    beginning (see the module docstring); returns the end offsets read up to."""
+    ranges = topic_offsets(cfg, topic)
     deadline = time.monotonic() + timeout
-    decoder = state.decoder
     streams = []
     for partition, (low, high) in ranges.items():
-        if high > low:
-            streams.append(
-                _with_lsn(
-                    decoder, topic, _partition_records(cfg, topic, partition, low, high, deadline)
-                )
-            )
+        first = max(low, (start or {}).get(partition, low))
+        if high > first:
+            records = _partition_records(cfg, topic, partition, first, high, deadline)
+            streams.append(_with_lsn(state.decoder, topic, records))
     for _, _, where, msg, env in heapq.merge(*streams, key=lambda t: t[0]):
         state.fold(where, msg.partition(), msg.key(), env, msg.headers())
+    return {p: high for p, (_, high) in ranges.items()}
 
 
 def _with_lsn(
@@ -244,7 +254,10 @@ def verify(
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             state = TopicState(decoder, point)
-            read_topic(cfg, job.topic, state, timeout)
+            result.ends = read_topic(cfg, job.topic, state, timeout)
+            result.decoder = decoder
+            result.job = job
+            result.snapshot_table = table
             compare_table(reader, table, job, state, result)
             progress(f"{table.label}: {result.status}")
         return Verification(point, results)

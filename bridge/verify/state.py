@@ -120,11 +120,15 @@ class Decoder:
         assert isinstance(out, dict)  # both readers are records
         return out
 
-    def key(self, data: bytes, where: str) -> str:
-        """The key as canonical text (equal keys, equal text, whatever the schema id)."""
+    def key_fields(self, data: bytes, where: str) -> dict[str, Any]:
+        """The key's fields as wire values."""
         if self._key_reader is None:
             raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
-        decoded = self._decode(data, self._key_reader, where)
+        return self._decode(data, self._key_reader, where)
+
+    def key(self, data: bytes, where: str) -> str:
+        """The key as canonical text (equal keys, equal text, whatever the schema id)."""
+        decoded = self.key_fields(data, where)
         return json.dumps(decoded, sort_keys=True, default=_show, ensure_ascii=False)
 
     def envelope(self, data: bytes, where: str) -> dict[str, Any]:

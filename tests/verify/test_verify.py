@@ -26,6 +26,7 @@ from toast_keys import big_text
 from tools import venv_tool
 
 from bridge.config import Config
+from bridge.verify.repair import repair
 from bridge.verify.report import as_json
 from bridge.verify.run import Verification, verify
 
@@ -37,6 +38,7 @@ ALTER TABLE kinds ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE TABLE moved (id int PRIMARY KEY, flag int, body text);
 ALTER TABLE moved ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE TABLE trunc (id int PRIMARY KEY, v text);
+CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text);
 """
 WORKLOAD = [
     "INSERT INTO kinds SELECT g, g * 1.25,"
@@ -59,7 +61,7 @@ WORKLOAD = [
 def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Iterator[Config]:
     pg_conn.execute(SCHEMA)
     publication = unique("pub")
-    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE {', '.join(TABLES)}")
+    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE {', '.join(TABLES)}, signals")
     yield Config(
         source={
             "host": stack.pg_host,
@@ -74,7 +76,7 @@ def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Iterator[
         },
         kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": unique("v")},
         registry={"url": stack.registry_url},
-        snapshot={"mode": "initial", "progress_bar": "never"},
+        snapshot={"mode": "initial", "progress_bar": "never", "signal_table": "public.signals"},
         http={"port": 0},
     )
 
@@ -84,7 +86,11 @@ def _by_table(result: Verification) -> dict[str, Any]:
 
 
 def _counts(result: Verification) -> dict[str, tuple[int, int, int, int]]:
-    return {n: (t.equal, t.missing, t.ghosts, t.different) for n, t in _by_table(result).items()}
+    """(equal, missing, ghosts, different) of the workload's tables (the signal table,
+    captured too, holds the repairs' watermarks)."""
+    found = _by_table(result)
+    assert found["signals"].ok
+    return {n: (t.equal, t.missing, t.ghosts, t.different) for n, t in found.items() if n in TABLES}
 
 
 def _hand_made_ghost(cfg: Config, topic: str, ghost_id: int) -> None:
@@ -150,6 +156,16 @@ def test_clean_workload_then_injected_faults(
 
         found = verify(cfg, timeout=120)
         bridge.check()
+        done = repair(cfg, found, timeout=120)
+        assert (done.reread, done.deleted, done.skipped) == (2, 2, 0)
+        again = verify(cfg, timeout=120)
+        bridge.check()
+    assert again.ok, as_json(again)
+    assert _counts(again) == {
+        "kinds": (40, 0, 0, 0),
+        "moved": (2, 0, 0, 0),
+        "trunc": (1, 0, 0, 0),
+    }
     kinds = _by_table(found)["kinds"]
     assert not found.ok
     assert _counts(found) == {
@@ -165,13 +181,20 @@ def test_clean_workload_then_injected_faults(
     }
     report = json.loads(as_json(found))
     assert report["ok"] is False
-    assert [t["status"] for t in report["tables"]] == ["differs", "equal", "equal"]
+    statuses = {t["table"]: t["status"] for t in report["tables"]}
+    assert statuses == {
+        "public.kinds": "differs",
+        "public.moved": "equal",
+        "public.trunc": "equal",
+        "public.signals": "equal",
+    }
 
 
 def test_cli_exit_codes(
     stack: Any, setup: Config, pg_conn: psycopg.Connection[Any], tmp_path: Any
 ) -> None:
-    """`bridge verify` as a process: JSON and exit 0 when equal, exit 1 once a row differs."""
+    """`bridge verify` as a process: JSON and exit 0 when equal, exit 1 once a row differs,
+    exit 0 after `--repair` fixed it."""
     cfg = setup
     settings = cfg.model_dump(mode="json", exclude_none=True)
     settings["source"]["password"] = stack.pg_password  # dumped masked
