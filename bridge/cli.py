@@ -7,6 +7,7 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -19,6 +20,7 @@ from bridge.check import run_checks
 from bridge.config import Config, load_config
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
+from bridge.verify.metrics import write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import verify as run_verify
@@ -118,6 +120,10 @@ def verify(
             help="Re-emit differing rows (incremental snapshots), delete ghost keys, verify again.",
         ),
     ] = False,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option(help="Write the result as Prometheus metrics (textfile collector format)."),
+    ] = None,
 ) -> None:
     """Compare each captured table with the state its topic describes, at one point.
 
@@ -128,6 +134,7 @@ def verify(
     cfg = _load(config)
     mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
     show = as_json if output == "json" else as_table
+    started = time.monotonic()
     try:
         result = run_verify(cfg, tables or (), timeout=timeout)
         if repair and not result.ok:  # JSON: stdout holds only the final verification
@@ -142,6 +149,8 @@ def verify(
         typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)
+    if metrics_file is not None:
+        write_metrics(result, metrics_file, time.monotonic() - started)
     raise typer.Exit(0 if result.ok else 1)
 
 
