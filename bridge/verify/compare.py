@@ -53,7 +53,7 @@ class TableResult:
     decoder: Decoder | None = None
     ends: dict[int, int] = field(default_factory=dict)
     reread_keys: list[tuple[str, ...]] = field(default_factory=list)
-    ghost_keys: dict[str, Kept] = field(default_factory=dict)
+    ghost_keys: dict[bytes, Kept] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -65,10 +65,10 @@ class TableResult:
             return "skipped"
         return "equal" if self.ok else "differs"
 
-    def sample(self, kind: str, key: str) -> None:
+    def sample(self, kind: str, decoder: Decoder, key: bytes) -> None:
         found = self.samples.setdefault(kind, [])
         if len(found) < SAMPLES:
-            found.append(key)
+            found.append(decoder.show_key(key))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,18 +119,18 @@ def compare_table(
                 kept = live.pop(name, None)
                 if kept is None:
                     result.missing += 1
-                    result.sample("missing", name)
+                    result.sample("missing", decoder, name)
                 elif kept.columns == columns:
                     result.equal += 1
                     continue
                 else:
                     result.different += 1
                     result.columns.update(differing_columns(decoder.fields, kept.columns, columns))
-                    result.sample("different", name)
+                    result.sample("different", decoder, name)
                 result.reread_keys.append(tuple(_text(row[i]) for i in key_at))
     for name, kept in live.items():
         result.ghosts += 1
-        result.sample("ghost", name)
+        result.sample("ghost", decoder, name)
         result.ghost_keys[name] = kept
 
 

@@ -97,9 +97,11 @@ class Decoder:
         envelope_schema: Mapping[str, Any],
         writer: Callable[[int], str],
     ) -> None:
-        self._key_reader = (
-            None if key_schema is None else fastavro.parse_schema(raw_schema(key_schema))
+        self._key_raw: Any = None if key_schema is None else raw_schema(key_schema)
+        self._key_reader: Any = (
+            None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
         )
+        self._same_key: dict[int, bool] = {}
         self._value_reader = fastavro.parse_schema(raw_schema(envelope_schema))
         self.fields = row_fields(envelope_schema)
         self._writer = writer
@@ -126,9 +128,25 @@ class Decoder:
             raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
         return self._decode(data, self._key_reader, where)
 
-    def key(self, data: bytes, where: str) -> str:
-        """The key as canonical text (equal keys, equal text, whatever the schema id)."""
-        decoded = self.key_fields(data, where)
+    def key(self, data: bytes, where: str) -> bytes:
+        """The key's Avro body in the current key schema: equal keys, equal bytes, whatever
+        the schema id. A key written with the current schema is used as it is (Avro's
+        encoding of a record of scalars is unique); any other is decoded and re-encoded."""
+        found = schema_id(data, where)
+        same = self._same_key.get(found)
+        if same is None:
+            writer = raw_schema(json.loads(self._writer(found)))
+            same = self._same_key[found] = writer == self._key_raw
+        if same:
+            return data[_HEADER.size :]
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, self._key_reader, self.key_fields(data, where))
+        return out.getvalue()
+
+    def show_key(self, body: bytes) -> str:
+        """A key from `key` as JSON, for people."""
+        assert self._key_reader is not None
+        decoded = fastavro.schemaless_reader(io.BytesIO(body), self._key_reader, None)
         return json.dumps(decoded, sort_keys=True, default=_show, ensure_ascii=False)
 
     def envelope(self, data: bytes, where: str) -> dict[str, Any]:
@@ -168,7 +186,7 @@ class TopicState:
     def __init__(self, decoder: Decoder, point: int) -> None:
         self.decoder = decoder
         self.point = point
-        self.keys: dict[str, Kept] = {}
+        self.keys: dict[bytes, Kept] = {}  # by `Decoder.key`
         self.truncated = 0  # LSN of the newest TRUNCATE folded
         self.records = 0
         self.after_point = 0  # records left out: committed at or after the point

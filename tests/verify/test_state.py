@@ -93,7 +93,12 @@ class Topic:
         self.state.fold("test", 0, None if i is None else key(i), value, headers)
 
     def live(self) -> dict[int, bytes]:
-        return {json.loads(k)["id"]: s.columns for k, s in self.state.keys.items() if not s.deleted}
+        show = self.decoder.show_key
+        return {
+            json.loads(show(k))["id"]: s.columns
+            for k, s in self.state.keys.items()
+            if not s.deleted
+        }
 
 
 def columns(i: int, body: str | None, at: int | None = None) -> bytes:
