@@ -26,7 +26,6 @@ before it.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import struct
@@ -40,14 +39,17 @@ from bridge.errors import SchemaError
 OLD_KEY_HEADER: Final = "__debezium.oldkey"
 _HEADER: Final = struct.Struct(">bI")
 DIGEST_SIZE: Final = 8
+_PACK: Final = struct.Struct("<q").pack
 # A future source block carries the commit LSN in its own field and the event's LSN in
 # `lsn`; until then `lsn` is the commit LSN.
 _COMMIT_LSN_FIELDS: Final = ("commit_lsn", "lsn")
 
 
 def digest(value: Any) -> bytes:
-    """8 bytes standing for one decoded value (repr keeps type: 1 and '1' differ)."""
-    return hashlib.blake2b(repr(value).encode(), digest_size=DIGEST_SIZE).digest()
+    """8 bytes standing for one decoded value (repr keeps type: 1 and '1' differ). Python's
+    string hash (64-bit SipHash) is salted per process: digests are compared only within
+    the process that made them, never stored."""
+    return _PACK(hash(repr(value)))
 
 
 NULL_DIGEST: Final = digest(None)
@@ -102,19 +104,32 @@ class Decoder:
             None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
         )
         self._same_key: dict[int, bool] = {}
-        self._value_reader = fastavro.parse_schema(raw_schema(envelope_schema))
+        self._value_raw = raw_schema(envelope_schema)
+        self._value_reader = fastavro.parse_schema(self._value_raw)
         self.fields = row_fields(envelope_schema)
         self._writer = writer
-        self._writers: dict[int, Any] = {}
+        # (schema id, reader is the key's) -> (parsed writer, reader or None when the same)
+        self._plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
+
+    def _plan(self, found: int, key: bool) -> tuple[Any, Any]:
+        """Schema resolution costs fastavro several times the decoding itself, per record:
+        a writer equal to the reader is read without it."""
+        raw = raw_schema(json.loads(self._writer(found)))
+        current, reader = (
+            (self._key_raw, self._key_reader) if key else (self._value_raw, self._value_reader)
+        )
+        plan = self._plans[found, key] = (
+            fastavro.parse_schema(raw),
+            None if raw == current else reader,
+        )
+        return plan
 
     def _decode(self, data: bytes, reader: Any, where: str) -> dict[str, Any]:
         found = schema_id(data, where)
-        parsed = self._writers.get(found)
-        if parsed is None:
-            parsed = fastavro.parse_schema(raw_schema(json.loads(self._writer(found))))
-            self._writers[found] = parsed
+        key = reader is self._key_reader
+        parsed, resolve = self._plans.get((found, key)) or self._plan(found, key)
         try:
-            out = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, reader)
+            out = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, resolve)
         except Exception as exc:  # fastavro raises many types for a body that does not fit
             raise SchemaError(
                 f"{where}: cannot decode with schema id {found}: {exc}", hint=_NOT_OURS
