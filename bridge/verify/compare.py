@@ -40,6 +40,7 @@ class TableResult:
     rows: int = 0  # rows in PostgreSQL at the point
     live_keys: int = 0  # keys alive in the topic at the point
     records: int = 0  # records read from the topic
+    after_point: int = 0  # of them, committed at or after the point: left out
     equal: int = 0
     missing: int = 0
     ghosts: int = 0
@@ -78,6 +79,7 @@ class TableResult:
             "rows": self.rows,
             "kafka_keys": self.live_keys,
             "kafka_records": self.records,
+            "kafka_records_after_point": self.after_point,
             "equal": self.equal,
             "missing": self.missing,
             "ghosts": self.ghosts,
@@ -99,6 +101,7 @@ def compare_table(
     decoder = state.decoder
     live = {k: s for k, s in state.keys.items() if not s.deleted}
     result.records = state.records
+    result.after_point = state.after_point
     result.live_keys = len(live)
     names = [c.name for c in table.relation.columns]
     key_at = [names.index(k.name) for k in table.key]
