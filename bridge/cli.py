@@ -1,4 +1,4 @@
-"""The `bridge` command line: run, check, import-debezium, demo.
+"""The `bridge` command line: run, check, verify, import-debezium, demo.
 
 Every `BridgeError` becomes one readable message and its exit code (2 for bad
 configuration, 1 otherwise); tracebacks are kept for real bugs.
@@ -7,6 +7,7 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -20,6 +21,10 @@ from bridge.config import Config, load_config
 from bridge.debezium_import import import_connector, read_connector_file, render
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
+from bridge.verify.metrics import write_metrics
+from bridge.verify.repair import repair as run_repair
+from bridge.verify.report import as_json, as_table
+from bridge.verify.run import verify as run_verify
 
 app = typer.Typer(
     help="Stream PostgreSQL changes into Kafka as keyed Avro records.",
@@ -121,6 +126,60 @@ def import_debezium(
         output.write_text(text, encoding="utf-8")
     for line in imported.unsupported:
         typer.echo(f"not carried over: {line}", err=True)
+
+
+@app.command()
+def verify(
+    config: ConfigOption = None,
+    tables: Annotated[
+        list[str] | None,
+        typer.Option("--tables", help="schema.table to verify (repeat); default: all captured."),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", help="table (for people) or json (for scripts).")
+    ] = "table",
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the bridge to deliver up to the point.")
+    ] = 300.0,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Re-emit differing rows (incremental snapshots), delete ghost keys, verify again.",
+        ),
+    ] = False,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option(help="Write the result as Prometheus metrics (textfile collector format)."),
+    ] = None,
+) -> None:
+    """Compare each captured table with the state its topic describes, at one point.
+
+    Exit 0 when every table matches (after --repair: at the second verification), 1 on a
+    mismatch or an error."""
+    if output not in ("table", "json"):
+        _fail(ConfigError(f"--format {output!r}", hint="use table or json"))
+    cfg = _load(config)
+    mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
+    show = as_json if output == "json" else as_table
+    started = time.monotonic()
+    try:
+        result = run_verify(cfg, tables or (), timeout=timeout)
+        if repair and not result.ok:  # JSON: stdout holds only the final verification
+            typer.echo(show(result), err=output == "json")
+            done = run_repair(cfg, result, timeout=timeout)
+            typer.echo(
+                f"repaired: {done.reread} row(s) re-emitted, {done.deleted} ghost key(s) deleted, "
+                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
+                err=output == "json",
+            )
+            result = run_verify(cfg, tables or (), timeout=timeout)
+        typer.echo(show(result))
+    except BridgeError as exc:
+        _fail(exc, mask.scrub)
+    if metrics_file is not None:
+        write_metrics(result, metrics_file, time.monotonic() - started)
+    raise typer.Exit(0 if result.ok else 1)
 
 
 @app.command()

@@ -117,3 +117,8 @@ class ValueConversionError(BridgeError):
         self.pg_type = pg_type
         self.value = value
         self.reason = detail
+
+
+class VerifyError(BridgeError):
+    """`bridge verify` could not reach a verdict: the bridge never delivered up to the
+    verification point, a topic could not be read to its end, or a repair failed."""

@@ -33,6 +33,7 @@ _PACKAGES = {
     "schema": "schema",
     "encode": "encode",  # the encoder package (bridge/encode/) once it exists
     "snapshot": "wiring",
+    "verify": "wiring",
     "spark": SPARK,
 }
 _MODULES = {

@@ -1,0 +1,54 @@
+"""The last verification as Prometheus metrics, in the text format of node_exporter's
+textfile collector (`bridge verify --metrics-file`).
+
+verify runs as its own short process (a CronJob), so it cannot serve /metrics; the file it
+leaves is scraped instead, and its age is `time() - bridge_verify_last_run_timestamp_seconds`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+from bridge.verify.run import Verification
+
+
+def write_metrics(result: Verification, path: Path, seconds: float) -> None:
+    """Replace `path` (atomically: prometheus_client writes a temporary file, then renames)."""
+    registry = CollectorRegistry(auto_describe=True)
+    Gauge(
+        "bridge_verify_last_run_timestamp_seconds",
+        "When the last verification finished (Unix time)",
+        registry=registry,
+    ).set(time.time())
+    Gauge(
+        "bridge_verify_duration_seconds", "How long the last verification took", registry=registry
+    ).set(seconds)
+    Gauge(
+        "bridge_verify_ok", "1 if every table matched at the last verification", registry=registry
+    ).set(1 if result.ok else 0)
+    rows = Gauge(
+        "bridge_verify_rows",
+        "Rows of the table checked at the last verification",
+        ["table"],
+        registry=registry,
+    )
+    mismatches = Gauge(
+        "bridge_verify_mismatches",
+        "Keys that differ between the table and its topic at the last verification",
+        ["table", "kind"],
+        registry=registry,
+    )
+    for table in result.tables:
+        if table.skipped is not None:
+            continue
+        rows.labels(table.table).set(table.rows)
+        for kind, count in (
+            ("missing", table.missing),
+            ("ghost", table.ghosts),
+            ("different", table.different),
+        ):
+            mismatches.labels(table.table, kind).set(count)
+    write_to_textfile(str(path), registry)

@@ -1,0 +1,270 @@
+"""`bridge verify --repair`: make every key-based consumer converge to PostgreSQL.
+
+Rows missing from Kafka or different there are re-read by the bridge itself: verify
+inserts `execute-snapshot` signals (`snapshot.signal_table`) whose additional condition
+selects exactly those keys, and the running bridge's incremental snapshot emits them
+between its DBLog watermarks. A change streamed while a chunk is open drops the chunk's
+row for that key, so a re-emitted row never overtakes a newer live change: per-key order
+holds as for any incremental snapshot.
+
+Keys alive in Kafka but not in PostgreSQL (ghosts) get a delete and a tombstone, produced
+by verify into the partition that holds the key, with the key's own bytes and the table's
+registered envelope schema (`before` = the key, `source.lsn` = the verification point).
+Such a delete must not land after a newer live change of that key, so each table's ghosts
+are deleted under `LOCK TABLE ... IN SHARE MODE` (reads go on; writes wait a few
+seconds): once granted, no write to the table is in progress or can start; verify waits
+until the bridge has delivered everything up to `pg_current_wal_lsn()`, reads the topic
+from where verification stopped, drops from the ghosts any key that got a record since
+(it is no longer known to be a ghost: the next verify judges it), produces the deletes
+and waits for Kafka's confirmation, and only then releases the lock. Every later change
+of a key is committed after the lock, so it follows the delete in the partition. The
+role needs UPDATE, DELETE or TRUNCATE on the table for that lock mode, and INSERT on the
+signal table.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+import psycopg
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from psycopg import sql
+
+from bridge import __version__
+from bridge.config import Config
+from bridge.errors import ConfigError, VerifyError
+from bridge.registry import Registry, subject_name
+from bridge.snapshot.store import DONE, ProgressStore
+from bridge.source import libpq
+from bridge.verify.compare import TableResult
+from bridge.verify.run import Verification, await_delivered, read_topic
+from bridge.verify.state import Decoder, Kept, TopicState, raw_schema
+
+log = logging.getLogger("bridge.verify")
+
+KEYS_PER_SIGNAL = 500  # keys in one signal's additional condition
+_POLL_S = 0.2
+
+
+@dataclass
+class Repaired:
+    reread: int = 0  # keys re-emitted by incremental snapshots
+    deleted: int = 0  # ghost keys given a delete and a tombstone
+    skipped: int = 0  # ghost keys changed since verification: left to the next verify
+
+
+def repair(
+    cfg: Config,
+    found: Verification,
+    *,
+    timeout: float = 300.0,
+    progress: Callable[[str], None] = log.info,
+) -> Repaired:
+    """Fix what `found` reports; returns once the bridge delivered every re-read row."""
+    out = Repaired()
+    todo = [t for t in found.tables if t.skipped is None and not t.ok]
+    if any(t.reread_keys for t in todo) and cfg.snapshot.signal_table is None:
+        raise ConfigError(
+            "--repair re-reads rows through incremental snapshots, and "
+            "snapshot.signal_table is not set",
+            hint="set snapshot.signal_table (and restart the bridge with it), then repair",
+        )
+    conn = libpq.connect(cfg.source.conninfo(), replication=False)
+    try:
+        signals = []
+        for result in todo:
+            if result.ghost_keys:
+                _delete_ghosts(cfg, conn, result, found.point, timeout, out)
+            for at in range(0, len(result.reread_keys), KEYS_PER_SIGNAL):
+                keys = result.reread_keys[at : at + KEYS_PER_SIGNAL]
+                signals.append(_signal(cfg, conn, result, keys))
+                out.reread += len(keys)
+        if signals:
+            progress(f"{len(signals)} incremental snapshot(s) signalled, waiting for them")
+            _await_runs(cfg, signals, timeout)
+    finally:
+        conn.close()
+    return out
+
+
+def _signal(
+    cfg: Config, conn: psycopg.Connection[Any], result: TableResult, keys: list[tuple[str, ...]]
+) -> str:
+    """An execute-snapshot signal for `keys` of the table; returns its id."""
+    table = result.snapshot_table
+    assert table is not None and cfg.snapshot.signal_table is not None
+    row = sql.SQL("({})")
+    casts = [sql.SQL("{}::" + k.type_sql) for k in table.key]
+    rows = sql.SQL(", ").join(
+        row.format(
+            sql.SQL(", ").join(c.format(sql.Literal(v)) for c, v in zip(casts, k, strict=True))
+        )
+        for k in keys
+    )
+    condition = sql.SQL("({}) IN ({})").format(table.key_list(), rows).as_string(conn)
+    signal_id = f"verify-{uuid.uuid4().hex}"
+    data = {
+        "data-collections": [result.table],
+        "type": "incremental",
+        "additional-conditions": [{"data-collection": result.table, "filter": condition}],
+    }
+    target = sql.Identifier(*cfg.snapshot.signal_table.split(".", 1))
+    try:
+        conn.execute(
+            sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)").format(
+                target
+            ),
+            (signal_id, json.dumps(data)),
+        )
+    except psycopg.Error as exc:
+        raise VerifyError(
+            f"cannot write the signal table {cfg.snapshot.signal_table}: {str(exc).strip()}",
+            hint="grant INSERT on it to the role verify runs as",
+        ) from None
+    return signal_id
+
+
+def _await_runs(cfg: Config, signals: list[str], timeout: float) -> None:
+    store = ProgressStore(cfg.source.conninfo(), cfg.snapshot.progress_schema, cfg.source.slot_name)
+    try:
+        deadline = time.monotonic() + timeout
+        for signal_id in signals:
+            while True:
+                run = store.run(signal_id)
+                if run is not None and run.state == DONE:
+                    break
+                if time.monotonic() > deadline:
+                    raise VerifyError(
+                        f"the incremental snapshot {signal_id} is "
+                        f"{'not started' if run is None else run.state} after {timeout:.0f}s",
+                        hint="the bridge must run with this snapshot.signal_table; check its "
+                        "log, then verify again",
+                    )
+                time.sleep(_POLL_S)
+    finally:
+        store.close()
+
+
+def _delete_ghosts(
+    cfg: Config,
+    conn: psycopg.Connection[Any],
+    result: TableResult,
+    point: int,
+    timeout: float,
+    out: Repaired,
+) -> None:
+    """Deletes and tombstones for the table's ghosts, under the lock (module docstring)."""
+    table, decoder = result.snapshot_table, result.decoder
+    assert table is not None and decoder is not None
+    with conn.transaction():
+        try:
+            conn.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(table.ident))
+        except psycopg.Error as exc:
+            raise VerifyError(
+                f"cannot lock {result.table} against writes: {str(exc).strip()}",
+                hint="deleting ghosts needs UPDATE, DELETE or TRUNCATE on the table",
+            ) from None
+        (now,) = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone() or (0,)
+        await_delivered(cfg, conn, int(now), timeout)
+        since = TopicState(decoder, 2**63)  # every record since verification
+        read_topic(cfg, result.topic, since, timeout, start=result.ends)
+        ghosts = {k: v for k, v in result.ghost_keys.items() if k not in since.keys}
+        out.skipped += len(result.ghost_keys) - len(ghosts)
+        if ghosts:
+            _produce_deletes(cfg, result, decoder, ghosts.values(), point, timeout)
+            out.deleted += len(ghosts)
+
+
+def _produce_deletes(
+    cfg: Config,
+    result: TableResult,
+    decoder: Decoder,
+    ghosts: Iterable[Kept],
+    point: int,
+    timeout: float,
+) -> None:
+    job = result.job
+    assert job is not None
+    codec = job.encoder.table
+    envelope = codec.envelope_schema
+    registry = Registry(
+        SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
+    )
+    subject = subject_name(registry.strategy, result.topic, f"{codec.namespace}.Envelope", False)
+    value_id = registry.register(subject, envelope, table=result.table)
+    writer = fastavro.parse_schema(raw_schema(envelope))
+    namespace, name = result.table.split(".", 1)
+    now_ms = time.time_ns() // 1_000_000
+    source = {
+        "version": __version__,
+        "connector": "postgresql",
+        "name": cfg.kafka.topic_prefix,
+        "ts_ms": now_ms,
+        "snapshot": "false",
+        "db": cfg.source.dbname,
+        "schema": namespace,
+        "table": name,
+        "lsn": point,
+    }
+    producer = Producer({**cfg.kafka.client_config(), "acks": "all", "enable.idempotence": True})
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    try:
+        for kept in ghosts:
+            before = dict.fromkeys(decoder.fields)
+            before.update(decoder.key_fields(kept.raw_key, f"{result.table} ghost key"))
+            env = _filled(
+                envelope,
+                {
+                    "before": before,
+                    "after": None,
+                    "source": _filled(_record(envelope, "source"), source),
+                    "op": "d",
+                    "ts_ms": now_ms,
+                },
+            )
+            body = io.BytesIO()
+            body.write(b"\0" + value_id.to_bytes(4, "big"))
+            fastavro.schemaless_writer(body, writer, env)
+            producer.produce(result.topic, body.getvalue(), kept.raw_key, kept.partition, delivered)
+            if job.encoder.tombstones:
+                producer.produce(result.topic, None, kept.raw_key, kept.partition, delivered)
+            producer.poll(0)
+        left = producer.flush(timeout)
+    except (KafkaException, BufferError, ValueError, TypeError) as exc:
+        raise VerifyError(
+            f"producing ghost deletes to {result.topic}: {exc}", hint="retry"
+        ) from None
+    if left or failed:
+        raise VerifyError(
+            f"{left} ghost delete(s) to {result.topic} unconfirmed: {'; '.join(failed[:3])}",
+            hint="check Kafka and the role's WRITE permission on the topic, then verify again",
+        )
+
+
+def _record(schema: dict[str, Any], field: str) -> dict[str, Any]:
+    for f in schema["fields"]:
+        if f["name"] == field:
+            kind = f["type"]
+            for branch in kind if isinstance(kind, list) else [kind]:
+                if isinstance(branch, dict) and branch.get("type") == "record":
+                    return branch
+    raise VerifyError(f"envelope schema has no {field} record", hint="not a bridge topic?")
+
+
+def _filled(schema: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """A record's fields from `known`, the rest at their schema default (null if none)."""
+    return {f["name"]: known.get(f["name"], f.get("default")) for f in schema["fields"]}

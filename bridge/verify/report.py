@@ -1,0 +1,43 @@
+"""The verdict printed: a table for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+
+from bridge.lsn import LSN
+from bridge.verify.run import Verification
+
+_COLUMNS = ("table", "status", "rows", "equal", "missing", "ghosts", "different")
+
+
+def as_json(result: Verification) -> str:
+    return json.dumps(
+        {
+            "point": str(LSN(result.point)),
+            "ok": result.ok,
+            "tables": [t.as_dict() for t in result.tables],
+        },
+        indent=2,
+        ensure_ascii=False,
+    )
+
+
+def as_table(result: Verification) -> str:
+    """One line per table, then the differing columns and a few keys of each mismatch."""
+    rows = [list(_COLUMNS)]
+    for t in result.tables:
+        counts = (t.rows, t.equal, t.missing, t.ghosts, t.different)
+        rows.append([t.table, t.status, *(str(n) for n in counts)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    lines = [f"verification point {LSN(result.point)}"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for t in result.tables:
+        if t.skipped is not None:
+            lines.append(f"{t.table}: skipped, {t.skipped}")
+        if t.columns:
+            shown = ", ".join(f"{c} ({n})" for c, n in sorted(t.columns.items()))
+            lines.append(f"{t.table}: columns that differ: {shown}")
+        for kind, keys in t.samples.items():
+            lines.append(f"{t.table}: {kind} keys: {'; '.join(keys)}")
+    lines.append("all tables match" if result.ok else "MISMATCH")
+    return "\n".join(lines)

@@ -1,0 +1,264 @@
+"""`bridge verify`: the point, the topics read up to it, each table compared at it.
+
+The point: a TEMPORARY logical slot created with an exported snapshot (the same
+`TemporaryExport` a resumed snapshot uses). PostgreSQL guarantees that the snapshot sees
+exactly the transactions whose commit record lies before the slot's consistent point L,
+the ones a slot created at L does not decode. A REPEATABLE READ snapshot next to
+`pg_current_wal_lsn()` has no such guarantee: a transaction can be committed in the WAL
+before the LSN yet still be invisible to the snapshot (or the reverse).
+
+The topics: verify waits until the bridge's slot shows a confirmed position at or past L
+(every transaction before L delivered to Kafka), then reads each partition from its start
+to the end offset it has at that moment, leaving out the records of transactions committed
+at or after L (`state`). Partitions are read side by side, merged by commit LSN, so the
+old key of a primary-key change is folded before the new key's create needs its values.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from bridge.config import Config
+from bridge.errors import ConfigError, VerifyError
+from bridge.lsn import LSN
+from bridge.routing import Routing
+from bridge.snapshot import catalog
+from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
+from bridge.snapshot.modes import TemporaryExport
+from bridge.snapshot.reader import build_jobs, connect, import_snapshot
+from bridge.snapshot.store import is_private
+from bridge.source import libpq, slots
+from bridge.verify.compare import TableResult, compare_table
+from bridge.verify.state import Decoder, TopicState, commit_lsn
+
+log = logging.getLogger("bridge.verify")
+
+_POLL_S = 0.2
+_BATCH = 500
+
+
+@dataclass
+class Verification:
+    point: int
+    tables: list[TableResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok or t.skipped is not None for t in self.tables)
+
+
+def captured_tables(
+    cfg: Config, conn: psycopg.Connection[Any], wanted: Sequence[str]
+) -> list[SnapshotTable]:
+    """The tables the bridge streams (publication or replication sets, then the filters),
+    or those of them named in `wanted`."""
+    src = cfg.source
+    routing = Routing.from_config(cfg)
+    published = {
+        p.oid: p
+        for p in catalog.published_tables(
+            conn,
+            plugin=src.plugin,
+            publication=src.publication_name,
+            replication_sets=src.replication_sets,
+        )
+        if routing.matches(p.namespace, p.name)
+        and not is_private(cfg.snapshot.progress_schema, p.namespace, p.name)
+    }
+    if wanted:
+        oids = catalog.resolve(conn, wanted)
+        missing = [name for name in wanted if oids.get(name) not in published]
+        if missing:
+            raise ConfigError(
+                f"--tables names table(s) the bridge does not capture: {', '.join(missing)}",
+                hint="name them as schema.table; they must be in the publication and filters",
+            )
+        chosen = [published[oids[name]] for name in wanted]
+    else:
+        chosen = list(published.values())
+    return [
+        catalog.describe_table(conn, p.oid, p.columns, p.row_filter, p.generated) for p in chosen
+    ]
+
+
+def await_delivered(cfg: Config, conn: psycopg.Connection[Any], point: int, timeout: float) -> None:
+    """Return once the bridge's slot is confirmed at or past `point`."""
+    name = cfg.source.slot_name
+    deadline = time.monotonic() + timeout
+    while True:
+        info = slots.slot_info(conn, name)
+        if info is None:
+            raise VerifyError(
+                f"the bridge's slot {name} does not exist",
+                hint="verify compares what a running bridge delivered: start it first",
+            )
+        confirmed = info.confirmed_flush
+        if confirmed >= point:
+            return
+        if time.monotonic() > deadline:
+            raise VerifyError(
+                f"the bridge's slot {name} is confirmed at {confirmed}, still before the "
+                f"verification point {LSN(point)}, after {timeout:.0f}s",
+                hint="the bridge is not running or lags behind; start it or raise --timeout",
+            )
+        time.sleep(_POLL_S)
+
+
+def _partition_records(
+    cfg: Config, topic: str, partition: int, low: int, high: int, deadline: float
+) -> Iterator[tuple[int, Any]]:
+    """(offset, message) of one partition from `low` to `high` (exclusive)."""
+    consumer = Consumer(
+        {
+            **cfg.kafka.client_config(),
+            "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        tp = TopicPartition(topic, partition, low)
+        consumer.assign([tp])
+        while True:
+            got = consumer.consume(_BATCH, 1.0)
+            for msg in got:
+                if msg.error() is not None:
+                    raise VerifyError(
+                        f"reading {topic} partition {partition}: {msg.error()}",
+                        hint="check Kafka and the verify role's READ permission on the topic",
+                    )
+                offset = msg.offset()
+                assert offset is not None  # a consumed message has one
+                if offset >= high:
+                    return
+                yield offset, msg
+            if not got:
+                position = consumer.position([tp])[0].offset
+                if position >= high:
+                    return
+                if time.monotonic() > deadline:
+                    raise VerifyError(
+                        f"reading {topic} partition {partition} stopped at offset {position} "
+                        f"before its end {high}",
+                        hint="an open Kafka transaction holds read_committed readers back; "
+                        "retry, or raise --timeout",
+                    )
+    finally:
+        consumer.close()
+
+
+def topic_offsets(cfg: Config, topic: str) -> dict[int, tuple[int, int]]:
+    """Partition -> (first offset, end offset) now; empty for a topic never produced to."""
+    probe = Consumer({**cfg.kafka.client_config(), "group.id": "bridge-verify"})
+    try:
+        meta = probe.list_topics(topic, timeout=30).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        return {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+            for p in sorted(meta.partitions)
+        }
+    except KafkaException as exc:
+        raise VerifyError(f"Kafka metadata for {topic}: {exc}", hint="check Kafka") from None
+    finally:
+        probe.close()
+
+
+def read_topic(
+    cfg: Config,
+    topic: str,
+    state: TopicState,
+    timeout: float,
+    start: dict[int, int] | None = None,
+) -> dict[int, int]:
+    """Fold every record of `topic` present now, from `start` (partition -> offset) or the
+    beginning (see the module docstring); returns the end offsets read up to."""
+    ranges = topic_offsets(cfg, topic)
+    deadline = time.monotonic() + timeout
+    streams = []
+    for partition, (low, high) in ranges.items():
+        first = max(low, (start or {}).get(partition, low))
+        if high > first:
+            records = _partition_records(cfg, topic, partition, first, high, deadline)
+            streams.append(_with_lsn(state.decoder, topic, records))
+    for _, _, where, msg, env in heapq.merge(*streams, key=lambda t: t[0]):
+        state.fold(where, msg.partition(), msg.key(), env, msg.headers())
+    return {p: high for p, (_, high) in ranges.items()}
+
+
+def _with_lsn(
+    decoder: Decoder, topic: str, records: Iterator[tuple[int, Any]]
+) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None]]:
+    """Decoded envelopes with their commit LSN (a tombstone takes the previous one)."""
+    lsn = 0
+    for offset, msg in records:
+        where = f"topic {topic} partition {msg.partition()} offset {offset}"
+        value = msg.value()
+        env = None if value is None else decoder.envelope(value, where)
+        if env is not None:
+            lsn = commit_lsn(env)
+        yield lsn, offset, where, msg, env
+
+
+def verify(
+    cfg: Config,
+    tables: Sequence[str] = (),
+    *,
+    timeout: float = 300.0,
+    progress: Callable[[str], None] = log.info,
+) -> Verification:
+    """Compare every captured table (or `tables`) with its topic at one point."""
+    with ExitStack() as opened:
+        catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
+        opened.callback(catalog_conn.close)
+        chosen = captured_tables(cfg, catalog_conn, tables)
+        type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
+        reader = connect(cfg.source.conninfo(), type_oids)
+        opened.callback(reader.close)
+        export = TemporaryExport(cfg.source.conninfo(), f"verify_{cfg.source.slot_name}")
+        try:
+            import_snapshot(reader, export.snapshot_name)
+        finally:
+            export.close()  # the imported snapshot lives on in `reader`'s transaction
+        point = int(export.lsn)
+        progress(f"verification point {export.lsn}; waiting for the bridge to deliver up to it")
+        await_delivered(cfg, catalog_conn, point, timeout)
+        jobs = build_jobs(cfg, catalog_conn, chosen)
+        registry = SchemaRegistryClient(cfg.registry.client_config())
+        writers: dict[int, str] = {}
+
+        def writer(schema_id: int) -> str:
+            if schema_id not in writers:
+                writers[schema_id] = str(registry.get_schema(schema_id).schema_str)
+            return writers[schema_id]
+
+        results = []
+        for table in chosen:
+            job = jobs[table.label]
+            result = TableResult(table.label, job.topic)
+            results.append(result)
+            key_schema = job.encoder.table.key_schema
+            if table.method != METHOD_KEY or key_schema is None:
+                result.skipped = "no primary key or replica identity index: rows have no key"
+                continue
+            decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
+            state = TopicState(decoder, point)
+            result.ends = read_topic(cfg, job.topic, state, timeout)
+            result.decoder = decoder
+            result.job = job
+            result.snapshot_table = table
+            compare_table(reader, table, job, state, result)
+            progress(f"{table.label}: {result.status}")
+        return Verification(point, results)

@@ -1,0 +1,269 @@
+"""What a key-based consumer holds after reading a topic: per key, a digest of each column.
+
+Both sides of a verification are brought to one form here. A topic record and a row read
+from PostgreSQL (encoded by the bridge's own encoder) are decoded with fastavro from the
+registered writer schema into the table's current schema, with logical types left as their
+wire values (a +infinity timestamp or a NaN decimal has no Python object, and raw values
+compare exactly); each row column is reduced to an 8-byte digest of that value. Nothing
+reads a source or envelope field by position, so fields added to the envelope or source
+block change nothing here.
+
+The fold follows `bridge.spark.apply` (a key-based consumer's rules):
+- the newest change per key wins; a delete removes the key (its column digests are kept
+  aside, as the apply's soft delete keeps the row, for a later key change's create);
+- a column listed in `unchanged_fields` (an unsent TOASTed value) keeps the key's previous
+  value; on the create of a primary-key change (the `__debezium.oldkey` header) it comes
+  from the old key's row; with neither it is null, as in the apply;
+- a TRUNCATE removes every key last written before it, and later-read changes older than
+  it are dropped (they may come from another partition);
+- tombstones change nothing: the delete before each one already did.
+
+Records of transactions committed at or after the verification point are left out: a
+streamed change by its commit LSN (`source.lsn`, or the commit-LSN field where the source
+block has one), a snapshot read (op "r") by its snapshot's LSN, which sees what committed
+before it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NamedTuple
+
+import fastavro
+
+from bridge.errors import SchemaError
+
+OLD_KEY_HEADER: Final = "__debezium.oldkey"
+_HEADER: Final = struct.Struct(">bI")
+DIGEST_SIZE: Final = 8
+_PACK: Final = struct.Struct("<q").pack
+# A future source block carries the commit LSN in its own field and the event's LSN in
+# `lsn`; until then `lsn` is the commit LSN.
+_COMMIT_LSN_FIELDS: Final = ("commit_lsn", "lsn")
+
+
+def digest(value: Any) -> bytes:
+    """8 bytes standing for one decoded value (repr keeps type: 1 and '1' differ). Python's
+    string hash (64-bit SipHash) is salted per process: digests are compared only within
+    the process that made them, never stored."""
+    return _PACK(hash(repr(value)))
+
+
+NULL_DIGEST: Final = digest(None)
+
+
+def raw_schema(schema: Any) -> Any:
+    """`schema` without logicalType annotations: every value decodes as its wire value."""
+    if isinstance(schema, dict):
+        return {k: raw_schema(v) for k, v in schema.items() if k != "logicalType"}
+    if isinstance(schema, list):
+        return [raw_schema(s) for s in schema]
+    return schema
+
+
+def row_fields(envelope_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the row fields of an envelope schema (the row record `before` defines and
+    `after` names)."""
+    for field in envelope_schema["fields"]:
+        if field["name"] in ("before", "after"):
+            branches = field["type"] if isinstance(field["type"], list) else [field["type"]]
+            for branch in branches:
+                if isinstance(branch, dict) and branch.get("type") == "record":
+                    return tuple(f["name"] for f in branch["fields"])
+    raise SchemaError("envelope schema without a row record", hint="not a bridge topic?")
+
+
+def schema_id(data: bytes, where: str) -> int:
+    if len(data) < _HEADER.size:
+        raise SchemaError(f"{where}: record is not Confluent-framed Avro", hint=_NOT_OURS)
+    magic, found = _HEADER.unpack_from(data)
+    if magic != 0:
+        raise SchemaError(f"{where}: record is not Confluent-framed Avro", hint=_NOT_OURS)
+    return int(found)
+
+
+_NOT_OURS: Final = "verify reads only topics the bridge writes; remove the foreign record"
+
+
+class Decoder:
+    """Framed Avro -> dicts in the table's current key and envelope schemas.
+
+    `writer` fetches a registered schema's text by id (cached here)."""
+
+    def __init__(
+        self,
+        key_schema: Mapping[str, Any] | None,
+        envelope_schema: Mapping[str, Any],
+        writer: Callable[[int], str],
+    ) -> None:
+        self._key_raw: Any = None if key_schema is None else raw_schema(key_schema)
+        self._key_reader: Any = (
+            None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
+        )
+        self._same_key: dict[int, bool] = {}
+        self._value_raw = raw_schema(envelope_schema)
+        self._value_reader = fastavro.parse_schema(self._value_raw)
+        self.fields = row_fields(envelope_schema)
+        self._writer = writer
+        # (schema id, reader is the key's) -> (parsed writer, reader or None when the same)
+        self._plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
+
+    def _plan(self, found: int, key: bool) -> tuple[Any, Any]:
+        """Schema resolution costs fastavro several times the decoding itself, per record:
+        a writer equal to the reader is read without it."""
+        raw = raw_schema(json.loads(self._writer(found)))
+        current, reader = (
+            (self._key_raw, self._key_reader) if key else (self._value_raw, self._value_reader)
+        )
+        plan = self._plans[found, key] = (
+            fastavro.parse_schema(raw),
+            None if raw == current else reader,
+        )
+        return plan
+
+    def _decode(self, data: bytes, reader: Any, where: str) -> dict[str, Any]:
+        found = schema_id(data, where)
+        key = reader is self._key_reader
+        parsed, resolve = self._plans.get((found, key)) or self._plan(found, key)
+        try:
+            out = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, resolve)
+        except Exception as exc:  # fastavro raises many types for a body that does not fit
+            raise SchemaError(
+                f"{where}: cannot decode with schema id {found}: {exc}", hint=_NOT_OURS
+            ) from None
+        assert isinstance(out, dict)  # both readers are records
+        return out
+
+    def key_fields(self, data: bytes, where: str) -> dict[str, Any]:
+        """The key's fields as wire values."""
+        if self._key_reader is None:
+            raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
+        return self._decode(data, self._key_reader, where)
+
+    def key(self, data: bytes, where: str) -> bytes:
+        """The key's Avro body in the current key schema: equal keys, equal bytes, whatever
+        the schema id. A key written with the current schema is used as it is (Avro's
+        encoding of a record of scalars is unique); any other is decoded and re-encoded."""
+        found = schema_id(data, where)
+        same = self._same_key.get(found)
+        if same is None:
+            writer = raw_schema(json.loads(self._writer(found)))
+            same = self._same_key[found] = writer == self._key_raw
+        if same:
+            return data[_HEADER.size :]
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, self._key_reader, self.key_fields(data, where))
+        return out.getvalue()
+
+    def show_key(self, body: bytes) -> str:
+        """A key from `key` as JSON, for people."""
+        assert self._key_reader is not None
+        decoded = fastavro.schemaless_reader(io.BytesIO(body), self._key_reader, None)
+        return json.dumps(decoded, sort_keys=True, default=_show, ensure_ascii=False)
+
+    def envelope(self, data: bytes, where: str) -> dict[str, Any]:
+        return self._decode(data, self._value_reader, where)
+
+    def digests(self, row: Mapping[str, Any]) -> list[bytes]:
+        return [digest(row.get(f)) for f in self.fields]
+
+
+def _show(value: Any) -> Any:
+    return value.hex() if isinstance(value, bytes) else repr(value)
+
+
+def commit_lsn(envelope: Mapping[str, Any]) -> int:
+    source = envelope.get("source") or {}
+    for name in _COMMIT_LSN_FIELDS:
+        found = source.get(name)
+        if found is not None:
+            return int(found)
+    return 0
+
+
+class Kept(NamedTuple):
+    """A key's state: the LSN of its newest change, whether that was a delete, its column
+    digests joined, and where its records live (partition, framed key) for repairs."""
+
+    lsn: int
+    deleted: bool
+    columns: bytes
+    partition: int
+    raw_key: bytes
+
+
+class TopicState:
+    """Records folded into per-key `Kept` states (see the module docstring)."""
+
+    def __init__(self, decoder: Decoder, point: int) -> None:
+        self.decoder = decoder
+        self.point = point
+        self.keys: dict[bytes, Kept] = {}  # by `Decoder.key`
+        self.truncated = 0  # LSN of the newest TRUNCATE folded
+        self.records = 0
+        self.after_point = 0  # records left out: committed at or after the point
+
+    def fold(
+        self,
+        where: str,
+        partition: int,
+        key: bytes | None,
+        env: Mapping[str, Any] | None,
+        headers: Iterable[tuple[str, bytes | None]] | None,
+    ) -> None:
+        """One record, its value decoded by `decoder.envelope` (None for a tombstone)."""
+        self.records += 1
+        if env is None:
+            return
+        op, lsn = env.get("op"), commit_lsn(env)
+        if (lsn > self.point) if op == "r" else (lsn >= self.point):
+            self.after_point += 1
+            return
+        if op == "t":
+            if lsn > self.truncated:
+                self.truncated = lsn
+                self.keys = {k: s for k, s in self.keys.items() if s.lsn >= lsn}
+            return
+        if lsn < self.truncated or key is None:
+            return
+        name = self.decoder.key(key, where)
+        old = self.keys.get(name)  # a key's records sit in one partition, in commit order
+        if op == "d":
+            columns = old.columns if old is not None else NULL_DIGEST * len(self.decoder.fields)
+            self.keys[name] = Kept(lsn, True, columns, partition, key)
+            return
+        digests = self.decoder.digests(env.get("after") or {})
+        unchanged = env.get("unchanged_fields")
+        if unchanged:
+            moved = _header(headers, OLD_KEY_HEADER) if op == "c" else None
+            if moved is not None:
+                old = self.keys.get(self.decoder.key(moved, f"{where} {OLD_KEY_HEADER}"))
+            self._carry(digests, unchanged, old)
+        self.keys[name] = Kept(lsn, False, b"".join(digests), partition, key)
+
+    def _carry(self, digests: list[bytes], unchanged: Iterable[str], base: Kept | None) -> None:
+        """Unsent columns keep `base`'s value (the key's own, or a moved key's old one),
+        null without one."""
+        names = set(unchanged)
+        for i, field in enumerate(self.decoder.fields):
+            if field in names:
+                at = i * DIGEST_SIZE
+                digests[i] = NULL_DIGEST if base is None else base.columns[at : at + DIGEST_SIZE]
+
+
+def _header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> bytes | None:
+    for found, value in headers or ():
+        if found == name and value is not None:
+            return value
+    return None
+
+
+def differing_columns(fields: tuple[str, ...], a: bytes, b: bytes) -> list[str]:
+    return [
+        f
+        for i, f in enumerate(fields)
+        if a[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] != b[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]
+    ]

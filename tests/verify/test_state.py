@@ -1,0 +1,159 @@
+"""The key-based fold of `bridge.verify.state` on hand-made records (pure, no servers)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import fastavro
+import pytest
+
+from bridge.errors import SchemaError
+from bridge.verify.state import NULL_DIGEST, Decoder, TopicState, digest
+
+KEY = {"type": "record", "name": "Key", "namespace": "t", "fields": [{"name": "id", "type": "int"}]}
+ROW = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "t",
+    "fields": [
+        {"name": "id", "type": ["null", "int"], "default": None},
+        {"name": "body", "type": ["null", "string"], "default": None},
+        {
+            "name": "at",
+            "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}],
+            "default": None,
+        },
+    ],
+}
+ENVELOPE = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "t",
+    "fields": [
+        {"name": "before", "type": ["null", ROW], "default": None},
+        {"name": "after", "type": ["null", "t.Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "fields": [{"name": "lsn", "type": ["null", "long"], "default": None}],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {
+            "name": "unchanged_fields",
+            "type": ["null", {"type": "array", "items": "string"}],
+            "default": None,
+        },
+    ],
+}
+SCHEMAS: dict[int, dict[str, Any]] = {1: KEY, 2: ENVELOPE}
+POINT = 1000
+
+
+def framed(schema_id: int, datum: Any) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\0" + schema_id.to_bytes(4, "big"))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(SCHEMAS[schema_id]), datum)
+    return out.getvalue()
+
+
+def key(i: int) -> bytes:
+    return framed(1, {"id": i})
+
+
+class Topic:
+    def __init__(self) -> None:
+        self.decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+        self.state = TopicState(self.decoder, POINT)
+
+    def add(
+        self,
+        op: str,
+        i: int | None,
+        lsn: int,
+        body: str | None = None,
+        unchanged: list[str] | None = None,
+        old_key: int | None = None,
+        at: int | None = None,
+    ) -> None:
+        row = None if i is None else {"id": i, "body": body, "at": at}
+        env = {
+            "before": row if op == "d" else None,
+            "after": None if op in ("d", "t") else row,
+            "source": {"lsn": lsn},
+            "op": op,
+            "unchanged_fields": unchanged,
+        }
+        value = self.decoder.envelope(framed(2, env), "test")
+        headers = None if old_key is None else [("__debezium.oldkey", key(old_key))]
+        self.state.fold("test", 0, None if i is None else key(i), value, headers)
+
+    def live(self) -> dict[int, bytes]:
+        show = self.decoder.show_key
+        return {
+            json.loads(show(k))["id"]: s.columns
+            for k, s in self.state.keys.items()
+            if not s.deleted
+        }
+
+
+def columns(i: int, body: str | None, at: int | None = None) -> bytes:
+    return digest(i) + digest(body) + digest(at)
+
+
+def test_unchanged_toast_keeps_the_previous_value() -> None:
+    topic = Topic()
+    topic.add("c", 1, 10, "big")
+    topic.add("u", 1, 20, None, unchanged=["body"])
+    assert topic.live() == {1: columns(1, "big")}
+
+
+def test_key_change_takes_unchanged_values_from_the_old_key() -> None:
+    topic = Topic()
+    topic.add("c", 1, 10, "big")
+    topic.add("d", 1, 20, None)
+    topic.add("c", 2, 20, None, unchanged=["body"], old_key=1)
+    assert topic.live() == {2: columns(2, "big")}
+
+
+def test_unchanged_without_any_earlier_value_is_null() -> None:
+    topic = Topic()
+    topic.add("c", 2, 20, None, unchanged=["body"], old_key=1)
+    assert topic.live() == {2: columns(2, None)}
+    assert topic.live()[2][8:16] == NULL_DIGEST
+
+
+def test_truncate_removes_older_keys_and_drops_older_changes_read_later() -> None:
+    topic = Topic()
+    topic.add("c", 1, 10, "a")
+    topic.add("c", 2, 30, "b")
+    topic.add("t", None, 30)
+    topic.add("c", 3, 20, "older, from another partition")
+    assert topic.live() == {2: columns(2, "b")}
+
+
+def test_records_at_or_after_the_point_are_left_out() -> None:
+    topic = Topic()
+    topic.add("c", 1, 10, "a")
+    topic.add("u", 1, POINT, "changed at the point")
+    topic.add("r", 2, POINT, "read by a snapshot at the point")
+    topic.add("r", 3, POINT + 1, "read later")
+    assert topic.live() == {1: columns(1, "a"), 2: columns(2, "read by a snapshot at the point")}
+    assert topic.state.after_point == 2
+
+
+def test_logical_types_compare_as_wire_values() -> None:
+    """A timestamp beyond datetime's range (the infinity sentinel) still decodes."""
+    topic = Topic()
+    topic.add("c", 1, 10, "a", at=2**63 - 1)
+    assert topic.live() == {1: columns(1, "a", 2**63 - 1)}
+
+
+def test_a_record_not_in_the_bridge_framing_is_a_typed_error() -> None:
+    decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+    with pytest.raises(SchemaError, match="not Confluent-framed"):
+        decoder.envelope(b"{}", "topic t partition 0 offset 7")
