@@ -211,6 +211,11 @@ class RegistryConfig(_Section):
     basic_auth_user: str | None = None
     basic_auth_password: SecretStr | None = None
     ssl_ca_location: Path | None = None
+    on_incompatible: Literal["stop", "new_subject"] = Field(
+        "stop",
+        description="a schema the registry refuses as incompatible: stop naming the columns, "
+        "or register it under <subject>-v2, -v3... (README, Schema evolution)",
+    )
 
     def client_config(self) -> dict[str, Any]:
         """Settings for confluent_kafka.schema_registry.SchemaRegistryClient."""
