@@ -3,8 +3,10 @@
 Subjects follow Confluent's naming strategies; `topic` (`<topic>-key`,
 `<topic>-value`) is the default, as with Debezium.
 
-A version the registry refuses as incompatible with its subject (the stack runs BACKWARD)
-stops the bridge with an `IncompatibleSchemaError` naming the columns that changed, unless
+A version the registry refuses as incompatible with its subject (the stack runs BACKWARD),
+or one that changes a decimal's scale (which the registry accepts though reader-schema
+consumers would misread older values), stops the bridge with an `IncompatibleSchemaError`
+naming the columns that changed, unless
 `registry.on_incompatible: new_subject` says to register it under the subject's next
 generation, `<subject>-v2`, `-v3`... (records carry their schema id, so deserializers read
 them whatever the subject; a consumer that looks schemas up by subject must follow). Nothing
@@ -26,6 +28,7 @@ from bridge.errors import IncompatibleSchemaError, SchemaError
 Strategy = Literal["topic", "record", "topic_record"]
 OnIncompatible = Literal["stop", "new_subject"]
 _MAX_GENERATIONS: Final = 1000  # <subject>-v2 ... : a bound, not a limit anyone reaches
+_RESCALED: Final = "the bridge (the registry would accept it, and consumers misread old values)"
 
 
 def subject_name(strategy: Strategy, topic: str, record_fullname: str, is_key: bool) -> str:
@@ -84,6 +87,12 @@ class Registry:
             return found
         for n in range(1, _MAX_GENERATIONS):
             target = generation(subject, n)
+            previous = self.latest(target)
+            rescaled = rescaled_columns(previous, schema) if previous is not None else []
+            if rescaled:
+                if self.on_incompatible == "stop":
+                    raise self._incompatible(target, schema, table, _RESCALED, rescaled)
+                continue
             try:
                 schema_id: int = self.client.register_schema(
                     target, Schema(json.dumps(schema), "AVRO")
@@ -92,29 +101,59 @@ class Registry:
                 if exc.http_status_code != 409:
                     raise _registry_error(f"table {table}, subject {target!r}", exc) from None
                 if self.on_incompatible == "stop":
-                    raise self._incompatible(target, schema, table, exc) from None
+                    raise self._incompatible(
+                        target, schema, table, f"the registry: {exc.error_message}"
+                    ) from None
                 continue
             except Exception as exc:
                 raise _unreachable(f"while registering {target!r}", exc) from None
-            self._latest[subject] = schema
+            self._latest[target] = schema
             self._ids[key] = schema_id
             return schema_id
         raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
 
     def _incompatible(
-        self, subject: str, schema: dict[str, Any], table: str, exc: SchemaRegistryError
+        self,
+        subject: str,
+        schema: dict[str, Any],
+        table: str,
+        by: str,
+        changes: list[str] | None = None,
     ) -> IncompatibleSchemaError:
         old = self.latest(subject)
-        changes = incompatible_columns(old, schema) if old is not None else []
+        if changes is None:
+            changes = incompatible_columns(old, schema) if old is not None else []
         what = f" ({'; '.join(changes)})" if changes else ""
         return IncompatibleSchemaError(
-            f"schema registry rejected the new schema of table {table}{what} under subject "
-            f"{subject!r} as incompatible: {exc.error_message}",
+            f"the new schema of table {table}{what} under subject {subject!r} was refused "
+            f"as incompatible: by {by}",
             hint="nothing past the last delivered transaction was acknowledged; revert the "
             "ALTER, relax the subject's compatibility level or migrate the consumers, or set "
             "registry.on_incompatible: new_subject to register it under a new subject "
             f"({generation(subject, 2)!r}), then restart",
         )
+
+
+def rescaled_columns(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Decimal columns whose scale changed or precision shrank: Avro's compatibility rules
+    ignore logical types, so the registry accepts these, but a consumer reading an older
+    record with the newer schema would read its unscaled digits at the new scale."""
+    before, after = _columns(old), _columns(new)
+    out = []
+    for name, field in after.items():
+        was, now = _value_type(before.get(name, field)), _value_type(field)
+        if not (_is_decimal(was) and _is_decimal(now)):
+            continue
+        if was["scale"] != now["scale"] or was["precision"] > now["precision"]:
+            out.append(
+                f"column {field.get('pg.name', name)}: numeric scale {was['scale']} -> "
+                f"{now['scale']}, precision {was['precision']} -> {now['precision']}"
+            )
+    return out
+
+
+def _is_decimal(kind: Any) -> bool:
+    return isinstance(kind, dict) and kind.get("logicalType") == "decimal"
 
 
 def incompatible_columns(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
