@@ -70,6 +70,11 @@ class SourceConfig(_Section):
     publish_via_partition_root: bool = Field(
         True, description="a publication the bridge creates: one topic per partitioned table"
     )
+    publish_generated_columns: bool = Field(
+        False,
+        description="a publication the bridge creates publishes stored generated columns "
+        "(PostgreSQL 18 on; virtual ones are never published)",
+    )
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )
