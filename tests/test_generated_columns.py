@@ -21,6 +21,7 @@ from schema.live import Decoders, bridge_config, read_topic, schema_id
 
 from bridge.config import Config
 from bridge.errors import SourceError
+from bridge.source import slots
 
 TABLE = (
     "CREATE TABLE g (id int PRIMARY KEY, a int, s int GENERATED ALWAYS AS (a * 2) STORED{virtual})"
@@ -101,6 +102,10 @@ def test_pg18_generated_columns_absent_by_default(
     with psycopg.connect(pg_modern.dsn(modern_db), autocommit=True) as conn:
         conn.execute(TABLE.format(virtual=VIRTUAL))
         fields, changes, ids = _stream_and_snapshot(cfg, conn, f"{topic_prefix}.public.g")
+        # asking for them later, from a publication without them, is an error, not ignored
+        publication = cfg.source.publication_name
+        with pytest.raises(SourceError, match="publish_generated_columns = stored"):
+            slots.ensure_publication(conn, publication, "all_tables", generated=True)
     assert fields == ["id", "a"]
     assert len(ids) == 1
     assert changes == [

@@ -153,8 +153,11 @@ def ensure_publication(
             hint="set source.publish_generated_columns: false (generated columns are then "
             "absent from the topics, as PostgreSQL before 18 never publishes them)",
         )
-    gencols = "pubgencols::text" if conn.info.server_version >= 180000 else "'n'"
-    query = sql.SQL("SELECT {} FROM pg_publication WHERE pubname = %s").format(sql.SQL(gencols))
+    query = (
+        "SELECT pubgencols::text FROM pg_publication WHERE pubname = %s"
+        if generated
+        else "SELECT puballtables FROM pg_publication WHERE pubname = %s"
+    )
     row = conn.execute(query, (name,)).fetchone()
     if row is not None:
         if generated and row[0] != "s":
