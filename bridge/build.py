@@ -16,8 +16,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
-
 from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.encoders import encoder_cache
@@ -30,7 +28,7 @@ from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.pipeline import Parts, Pipeline
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
-from bridge.registry import Registry
+from bridge.registry import open_registry
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
@@ -157,9 +155,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
     )
     _closing(opened, "spill buffers", assembler.close)
-    registry = Registry(
-        SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
-    )
+    registry = open_registry(cfg)
     encoders = encoder_cache(cfg, source.catalog, registry, routing.topic, binary=src.binary)
     stream = ReplicationStream(source.rc, StatusTracker(src.status_interval_s, source.start_lsn))
     _closing(opened, "replication stream", stream.close)

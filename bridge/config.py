@@ -84,6 +84,11 @@ class SourceConfig(_Section):
     publish_via_partition_root: bool = Field(
         True, description="a publication the bridge creates: one topic per partitioned table"
     )
+    publish_generated_columns: bool = Field(
+        False,
+        description="a publication the bridge creates publishes stored generated columns "
+        "(PostgreSQL 18 on; virtual ones are never published)",
+    )
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )
@@ -242,6 +247,11 @@ class RegistryConfig(_Section):
     basic_auth_user: str | None = None
     basic_auth_password: SecretStr | None = None
     ssl_ca_location: Path | None = None
+    on_incompatible: Literal["stop", "new_subject"] = Field(
+        "stop",
+        description="a schema the registry refuses as incompatible: stop naming the columns, "
+        "or register it under <subject>-v2, -v3... (README, Schema evolution)",
+    )
 
     def client_config(self) -> dict[str, Any]:
         """Settings for confluent_kafka.schema_registry.SchemaRegistryClient."""

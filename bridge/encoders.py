@@ -3,6 +3,13 @@
 A new Relation message (ALTER TABLE, reconnect) yields a new `Relation` object; the
 encoder is rebuilt then, and its schemas registered before the first row that needs
 them is produced.
+
+Field defaults: a column's missing value (what rows written before ADD COLUMN read as) is
+its field's Avro default (`bridge.encode.defaults`). A table rewrite (ALTER COLUMN TYPE, a
+volatile ADD COLUMN, VACUUM FULL) stores the value in every row and clears it from the
+catalog, but the records written before the ADD COLUMN still lack the field: so a default
+the subject's newest schema gives a field of the same name and type is kept when the catalog
+no longer has one.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any, Final
 
 from bridge.config import ColumnRule, Config
 from bridge.decode.messages import Relation
+from bridge.encode.defaults import missing_defaults, without_key
 from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
 from bridge.registry import Registry, subject_name
@@ -21,8 +29,11 @@ from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
 from bridge.topics import topic_creator
 
+# attmissingval is a one-element anyarray: its text read back as text[] gives the element's
+# text (the type's output form, which the text decoders read).
 _DETAILS_SQL: Final = """
-SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum)
+SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum),
+       CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END
 FROM pg_attribute a
 LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
@@ -30,12 +41,13 @@ WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 
 
 def load_table_details(conn: Any, relid: int) -> TableDetails:
-    """Primary key and array dimensions, which the Relation message does not carry."""
+    """Primary key, array dimensions and missing values, which the Relation message does
+    not carry."""
     rows = conn.execute(_DETAILS_SQL, (relid,)).fetchall()
-    columns = {name: ColumnDetails(max(ndims or 1, 1)) for name, ndims, _ in rows}
+    columns = {name: ColumnDetails(max(ndims or 1, 1), missing) for name, ndims, _, missing in rows}
     # indkey is an int2vector: 0-based, so the first key column is at position 0
     in_key = sorted((r for r in rows if r[2] is not None), key=lambda r: r[2])
-    pk = tuple(name for name, _, _ in in_key)
+    pk = tuple(r[0] for r in in_key)
     return TableDetails(pk, columns)
 
 
@@ -81,31 +93,73 @@ class EncoderCache:
         return topic, encoder
 
     def _build(self, relation: Relation) -> tuple[str, ChangeEncoder]:
-        table = TableCodec(
-            relation,
-            self._catalog,
-            self._details(relation.oid),
-            self._options,
-            self._server,
-            exclude_columns=self._exclude_columns,
-            column_rules=self._column_rules,
-            key_columns=self._key_columns,
-        )
+        details = self._details(relation.oid)
+        table = self._table(relation, details)
+        topic = self._topic_for(relation)
+        strategy = self._registry.strategy
+        subject = subject_name(strategy, topic, f"{table.namespace}.Envelope", False)
+        missing = {n: c.missing for n, c in details.columns.items() if c.missing is not None}
+        defaults = carried_defaults(self._registry.latest(subject), table)
+        if missing:
+            keyless = self._table(*without_key(relation, details), keyed=False)
+            defaults.update(missing_defaults(keyless, missing))
+        if defaults:
+            table = self._table(relation, details, defaults)
         if self._binary:
             check_binary(table)
-        topic = self._topic_for(relation)
         label = f"{relation.namespace}.{relation.name}"
-        strategy = self._registry.strategy
         key_id = None
         if table.key_schema is not None:
-            subject = subject_name(strategy, topic, f"{table.namespace}.Key", True)
-            key_id = self._registry.register(subject, table.key_schema, table=label)
-        subject = subject_name(strategy, topic, f"{table.namespace}.Envelope", False)
+            key_subject = subject_name(strategy, topic, f"{table.namespace}.Key", True)
+            key_id = self._registry.register(key_subject, table.key_schema, table=label)
         value_id = self._registry.register(subject, table.envelope_schema, table=label)
         encoder = ChangeEncoder(
             table, key_id, value_id, toast_mode=self._toast_mode, tombstones=self._tombstones
         )
         return topic, encoder
+
+    def _table(
+        self,
+        relation: Relation,
+        details: TableDetails,
+        defaults: dict[str, Any] | None = None,
+        *,
+        keyed: bool = True,
+    ) -> TableCodec:
+        """`keyed=False`: the keyless version `missing_defaults` encodes with, where chosen
+        key columns (`avro.key_columns`) do not apply."""
+        return TableCodec(
+            relation,
+            self._catalog,
+            details,
+            self._options,
+            self._server,
+            exclude_columns=self._exclude_columns,
+            column_rules=self._column_rules,
+            key_columns=self._key_columns if keyed else (),
+            defaults=defaults,
+        )
+
+
+def carried_defaults(previous: dict[str, Any] | None, table: TableCodec) -> dict[str, Any]:
+    """PostgreSQL column name -> the non-null default the subject's newest envelope schema
+    gives its field, where that field has the same name and value type in `table`."""
+    if previous is None:
+        return {}
+    fields = previous["fields"][0]["type"]
+    row = next((t for t in fields if isinstance(t, dict)), None)
+    if row is None:
+        return {}
+    types = dict(zip(table.field_names, table.types, strict=True))
+    out = {}
+    for field in row["fields"]:
+        t = types.get(field["name"])
+        branches = field["type"]
+        if field.get("default") is None or t is None or not isinstance(branches, list):
+            continue
+        if branches[0] == t.avro_schema:
+            out[field.get("pg.name", field["name"])] = field["default"]
+    return out
 
 
 def encoder_cache(

@@ -73,6 +73,11 @@ class SchemaError(BridgeError):
     """A relation cannot be mapped to Avro, or the registry refused a schema."""
 
 
+class IncompatibleSchemaError(SchemaError):
+    """The registry refused a table's new schema version as incompatible with its subject
+    (a column's type changed, a key column added...): the message names the columns."""
+
+
 class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
 

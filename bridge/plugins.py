@@ -55,7 +55,13 @@ class Pgoutput:
         src = cfg.source
         self.proto_version = src.proto_version or default_proto_version(server_version)
         root = src.publish_via_partition_root
-        slots.ensure_publication(conn, src.publication_name, src.publication_mode, via_root=root)
+        slots.ensure_publication(
+            conn,
+            src.publication_name,
+            src.publication_mode,
+            via_root=root,
+            generated=src.publish_generated_columns,
+        )
         self.options = pgoutput_options(
             self.proto_version,
             [src.publication_name],

@@ -2,20 +2,33 @@
 
 Subjects follow Confluent's naming strategies; `topic` (`<topic>-key`,
 `<topic>-value`) is the default, as with Debezium.
+
+A version the registry refuses as incompatible with its subject (the stack runs BACKWARD),
+or one that changes a decimal's scale (which the registry accepts though reader-schema
+consumers would misread older values), stops the bridge with an `IncompatibleSchemaError`
+naming the columns that changed, unless
+`registry.on_incompatible: new_subject` says to register it under the subject's next
+generation, `<subject>-v2`, `-v3`... (records carry their schema id, so deserializers read
+them whatever the subject; a consumer that looks schemas up by subject must follow). Nothing
+moves to a new subject silently.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from bridge.errors import SchemaError
+from bridge.config import Config
+from bridge.errors import IncompatibleSchemaError, SchemaError
 
 Strategy = Literal["topic", "record", "topic_record"]
+OnIncompatible = Literal["stop", "new_subject"]
+_MAX_GENERATIONS: Final = 1000  # <subject>-v2 ... : a bound, not a limit anyone reaches
+_RESCALED: Final = "the bridge (the registry would accept it, and consumers misread old values)"
 
 
 def subject_name(strategy: Strategy, topic: str, record_fullname: str, is_key: bool) -> str:
@@ -30,41 +43,183 @@ def fingerprint(schema: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
 
 
+def generation(subject: str, n: int) -> str:
+    """The subject a schema incompatible with `subject`'s n-1 earlier generations goes to."""
+    return subject if n == 1 else f"{subject}-v{n}"
+
+
 class Registry:
     """Registers schemas once per (subject, fingerprint) and remembers the ids."""
 
-    def __init__(self, client: SchemaRegistryClient, strategy: Strategy = "topic") -> None:
+    def __init__(
+        self,
+        client: SchemaRegistryClient,
+        strategy: Strategy = "topic",
+        on_incompatible: OnIncompatible = "stop",
+    ) -> None:
         self.client = client
         self.strategy = strategy
+        self.on_incompatible: OnIncompatible = on_incompatible
         self._ids: dict[tuple[str, str], int] = {}
+        # subject -> the schema this process registered last (or the registry's latest)
+        self._latest: dict[str, dict[str, Any] | None] = {}
+
+    def latest(self, subject: str) -> dict[str, Any] | None:
+        """The subject's newest schema (None for a new subject): one round trip per subject,
+        then what this process registered there last."""
+        if subject not in self._latest:
+            try:
+                found = self.client.get_latest_version(subject)
+            except SchemaRegistryError as exc:
+                if exc.http_status_code != 404:
+                    raise _registry_error(f"subject {subject!r}", exc) from None
+                self._latest[subject] = None
+            except Exception as exc:  # plain requests/httpx errors when down
+                raise _unreachable(f"while reading {subject!r}", exc) from None
+            else:
+                self._latest[subject] = json.loads(found.schema.schema_str or "null")
+        return self._latest[subject]
 
     def register(self, subject: str, schema: dict[str, Any], *, table: str) -> int:
         key = (subject, fingerprint(schema))
         found = self._ids.get(key)
         if found is not None:
             return found
-        try:
-            schema_id: int = self.client.register_schema(
-                subject, Schema(json.dumps(schema), "AVRO")
+        for n in range(1, _MAX_GENERATIONS):
+            target = generation(subject, n)
+            previous = self.latest(target)
+            rescaled = rescaled_columns(previous, schema) if previous is not None else []
+            if rescaled:
+                if self.on_incompatible == "stop":
+                    raise self._incompatible(target, schema, table, _RESCALED, rescaled)
+                continue
+            try:
+                schema_id: int = self.client.register_schema(
+                    target, Schema(json.dumps(schema), "AVRO")
+                )
+            except SchemaRegistryError as exc:
+                if exc.http_status_code != 409:
+                    raise _registry_error(f"table {table}, subject {target!r}", exc) from None
+                if self.on_incompatible == "stop":
+                    raise self._incompatible(
+                        target, schema, table, f"the registry: {exc.error_message}"
+                    ) from None
+                continue
+            except Exception as exc:
+                raise _unreachable(f"while registering {target!r}", exc) from None
+            self._latest[target] = schema
+            self._ids[key] = schema_id
+            return schema_id
+        raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
+
+    def _incompatible(
+        self,
+        subject: str,
+        schema: dict[str, Any],
+        table: str,
+        by: str,
+        changes: list[str] | None = None,
+    ) -> IncompatibleSchemaError:
+        old = self.latest(subject)
+        if changes is None:
+            changes = incompatible_columns(old, schema) if old is not None else []
+        what = f" ({'; '.join(changes)})" if changes else ""
+        return IncompatibleSchemaError(
+            f"the new schema of table {table}{what} under subject {subject!r} was refused "
+            f"as incompatible: by {by}",
+            hint="nothing past the last delivered transaction was acknowledged; revert the "
+            "ALTER, relax the subject's compatibility level or migrate the consumers, or set "
+            "registry.on_incompatible: new_subject to register it under a new subject "
+            f"({generation(subject, 2)!r}), then restart",
+        )
+
+
+def rescaled_columns(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Decimal columns whose scale changed or precision shrank: Avro's compatibility rules
+    ignore logical types, so the registry accepts these, but a consumer reading an older
+    record with the newer schema would read its unscaled digits at the new scale."""
+    before, after = _columns(old), _columns(new)
+    out = []
+    for name, field in after.items():
+        was, now = _value_type(before.get(name, field)), _value_type(field)
+        if not (_is_decimal(was) and _is_decimal(now)):
+            continue
+        if was["scale"] != now["scale"] or was["precision"] > now["precision"]:
+            out.append(
+                f"column {field.get('pg.name', name)}: numeric scale {was['scale']} -> "
+                f"{now['scale']}, precision {was['precision']} -> {now['precision']}"
             )
-        except SchemaRegistryError as exc:
-            if exc.http_status_code == 409:
-                raise SchemaError(
-                    f"schema registry rejected the new schema of table {table} under subject "
-                    f"{subject!r} as incompatible: {exc.error_message}",
-                    hint="nothing past the last delivered transaction was acknowledged; relax "
-                    "the subject's compatibility level or migrate the consumers, then restart",
-                ) from None
-            raise SchemaError(
-                f"schema registry error for table {table}, subject {subject!r}: "
-                f"HTTP {exc.http_status_code} {exc.error_message}",
-                hint="check registry.url and that the registry is up",
-            ) from None
-        except Exception as exc:  # the client raises plain requests/httpx errors when down
-            raise SchemaError(
-                f"schema registry unreachable while registering {subject!r}: {exc}",
-                hint="check registry.url and that the registry is up; the bridge will resume "
-                "from the last acknowledged LSN on restart",
-            ) from None
-        self._ids[key] = schema_id
-        return schema_id
+    return out
+
+
+def _is_decimal(kind: Any) -> bool:
+    return isinstance(kind, dict) and kind.get("logicalType") == "decimal"
+
+
+def incompatible_columns(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed between two versions of a key or envelope schema, column by column:
+    a type that changed, a column without a default that appeared (key schemas)."""
+    before, after = _columns(old), _columns(new)
+    out = []
+    for name, field in after.items():
+        was = before.get(name)
+        if was is None:
+            if "default" not in field:
+                out.append(f"column {field.get('pg.name', name)} added without a default")
+        elif _value_type(was) != _value_type(field):
+            out.append(
+                f"column {field.get('pg.name', name)}: {_type_name(was)} -> {_type_name(field)}"
+            )
+    out.extend(
+        f"column {field.get('pg.name', name)} removed"
+        for name, field in before.items()
+        if name not in after and "default" not in field
+    )
+    return out
+
+
+def _columns(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The row fields of an envelope (its `before` record), or a key record's fields."""
+    fields = schema.get("fields", [])
+    if fields and fields[0].get("name") == "before":
+        row = next(t for t in fields[0]["type"] if isinstance(t, dict))
+        fields = row["fields"]
+    return {f["name"]: f for f in fields}
+
+
+def _value_type(field: dict[str, Any]) -> Any:
+    kind = field["type"]
+    if isinstance(kind, list):
+        kind = next((t for t in kind if t != "null"), "null")
+    return kind
+
+
+def _type_name(field: dict[str, Any]) -> str:
+    pg = field.get("pg.type")
+    kind = _value_type(field)
+    avro = kind.get("logicalType", kind.get("type")) if isinstance(kind, dict) else kind
+    return f"{pg} ({avro})" if pg else str(avro)
+
+
+def _registry_error(what: str, exc: SchemaRegistryError) -> SchemaError:
+    return SchemaError(
+        f"schema registry error for {what}: HTTP {exc.http_status_code} {exc.error_message}",
+        hint="check registry.url and that the registry is up",
+    )
+
+
+def _unreachable(what: str, exc: Exception) -> SchemaError:
+    return SchemaError(
+        f"schema registry unreachable {what}: {exc}",
+        hint="check registry.url and that the registry is up; the bridge will resume "
+        "from the last acknowledged LSN on restart",
+    )
+
+
+def open_registry(cfg: Config) -> Registry:
+    """The registry client as configured (the stream and the snapshot readers share this)."""
+    return Registry(
+        SchemaRegistryClient(cfg.registry.client_config()),
+        cfg.avro.subject_strategy,
+        cfg.registry.on_incompatible,
+    )

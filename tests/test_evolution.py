@@ -2,7 +2,7 @@
 
 Every change to a table's shape registers a new version of its value subject before
 the first row that needs it; consumers read old and new records. A change the
-registry refuses stops the Pipeline with a SchemaError, and the slot is not
+registry refuses stops the Pipeline with an IncompatibleSchemaError, and the slot is not
 acknowledged past the last delivered transaction, so a restart (after relaxing the
 subject's compatibility) delivers the refused row.
 """
@@ -27,7 +27,7 @@ from schema.live import (
 )
 from waiting import wait_for
 
-from bridge.errors import SchemaError
+from bridge.errors import IncompatibleSchemaError
 
 CREATE = "CREATE TABLE evo (id int PRIMARY KEY, a int, b text)"
 FIRST = "INSERT INTO evo VALUES (1, 1, 'one')"
@@ -130,12 +130,13 @@ def test_registry_refusal_stops_before_the_refused_transaction(
         before_commit = int(row[0])  # the refused transaction's commit record starts here or later
         error = bridge.join()
 
-    assert isinstance(error, SchemaError), repr(error)
-    assert "table public.evo" in error.message
+    assert isinstance(error, IncompatibleSchemaError), repr(error)
+    assert "table public.evo (column b: text (string) -> int4 (int))" in error.message
     assert f"subject {subject!r}" in error.message
-    reason = error.message.partition(" as incompatible: ")[2]
+    reason = error.message.partition(" as incompatible: by the registry: ")[2]
     assert reason.strip(), f"no registry reason in: {error.message}"
     assert error.hint and "compatibility" in error.hint
+    assert "registry.on_incompatible: new_subject" in error.hint
     # While idle, the bridge may confirm a keepalive's position: for a logical walsender
     # that is the end of the last record it decoded, which can lie inside the refused
     # transaction (its row decoded, its commit not yet), never past its commit record.

@@ -145,6 +145,11 @@ class _Column:
         return ValueConversionError(self.table, self.pg_name, self.pg_type, value, reason)
 
 
+def _flip(part: bytes) -> bytes:
+    """A ["null", T] encoding (its first byte the union index, 0 or 1) as [T, "null"]."""
+    return bytes((part[0] ^ 2,)) + part[1:]
+
+
 def _string_body(data: bytes) -> bytes:
     return long_bytes(len(data)) + data
 
@@ -177,6 +182,10 @@ class RowPlan:
             )
         ]
         self.key_parts = len(key_slot)
+        # Columns whose field is [T, "null"] (a default from attmissingval): written as
+        # ["null", T] like every other, then their union index byte swapped (0 <-> 1 is
+        # 0x00 <-> 0x02) once the row is complete. A table without one pays one test per row.
+        self.flipped = table.defaulted
 
     def check_binary(self) -> None:
         """Binary tuples need a binary converter for every kept column; say which one lacks it."""
@@ -191,6 +200,14 @@ class RowPlan:
         key = self.write_parts(parts, kinds, values, toast)
         return key, b"".join(parts)
 
+    def join(self, columns: list[bytes]) -> bytes:
+        """The row body from `write_columns`' per-column encodings."""
+        if self.flipped:
+            columns = list(columns)
+            for pos in self.flipped:
+                columns[pos] = _flip(columns[pos])
+        return b"".join(columns)
+
     def write_parts(
         self,
         parts: list[bytes],
@@ -201,9 +218,12 @@ class RowPlan:
     ) -> bytes:
         """Append the row record's body to `parts` and return the key record's body (b""
         without a key). Unchanged TOASTed values are NULL without `toast` (an old row);
-        `ends` collects where each column's parts end."""
+        `ends` collects where each column's parts end, every column then encoded as
+        ["null", T] (for `join`, or to fill another row's unchanged values)."""
         if len(kinds) != self.width:
             raise self._width_error(kinds)
+        if self.flipped and ends is None:
+            return self._write_flipped(parts, kinds, values, toast)
         keys = [b""] * self.key_parts
         try:
             for column in self.columns:
@@ -225,9 +245,24 @@ class RowPlan:
                     ends.append(len(parts))
         except BAD_INPUT as exc:
             raise column.error(values[column.index], exc) from exc
-        if len(keys) == 1:
-            return keys[0]
-        return b"".join(keys)
+        return keys[0] if len(keys) == 1 else b"".join(keys)
+
+    def _write_flipped(
+        self,
+        parts: list[bytes],
+        kinds: bytes,
+        values: tuple[bytes | None, ...],
+        toast: Toast | None,
+    ) -> bytes:
+        """`write_parts` for a table with [T, "null"] fields: written as ["null", T], then
+        each such column's first part (its union index) swapped."""
+        start = len(parts)
+        ends: list[int] = []
+        key = self.write_parts(parts, kinds, values, toast, ends)
+        for pos in self.flipped:
+            at = ends[pos - 1] if pos else start
+            parts[at] = _flip(parts[at])
+        return key
 
     def write_columns(
         self, kinds: bytes, values: tuple[bytes | None, ...]

@@ -389,7 +389,7 @@ class ChangeEncoder:
             fill = None
             if old is not None and change.old_kind == "O":
                 key, fill = self._plan.write_columns(old.kinds, old.values)
-                before = key, b"".join(fill)
+                before = key, self._plan.join(fill)
             toast = Toast(fill, self.toast_mode == "placeholder")
         if old is not None and before is None:
             before = self._write(old, None)

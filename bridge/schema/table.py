@@ -10,7 +10,11 @@ original PostgreSQL name is kept in the field property `pg.name`.
 
 Every row field is `["null", T]` with default null, key columns included in the
 row: a delete's before-image under REPLICA IDENTITY DEFAULT carries only the key,
-and nullable fields keep every ALTER TABLE BACKWARD-compatible.
+and nullable fields keep every ALTER TABLE BACKWARD-compatible. A column whose rows
+written before it existed read as a constant (ALTER TABLE ... ADD COLUMN ... DEFAULT,
+pg_attribute.attmissingval) is `[T, "null"]` with that constant as the Avro default
+(Avro wants a union's default to match its first branch), so a consumer that reads an
+older record with the newer schema sees what PostgreSQL returns for that row.
 
 Record names are Debezium's (`<prefix>.<schema>.<table>.Key`, `.Value`, `.Envelope`, each
 with its `connect.name`; the source block `io.debezium.connector.postgresql.Source` and
@@ -26,7 +30,7 @@ the kept column indexes are decided here, so the per-row cost does not grow.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from bridge.config import ColumnRule
@@ -42,9 +46,12 @@ _INVALID: Final = re.compile(r"[^A-Za-z0-9_]")
 
 
 class ColumnDetails(NamedTuple):
-    """What the Relation message lacks: array dimensions, from pg_attribute."""
+    """What the Relation message lacks, from pg_attribute: array dimensions, and the text of
+    the value rows written before the column existed read as (attmissingval: a constant
+    default of ADD COLUMN; None when there is none or a table rewrite stored it in them)."""
 
     ndims: int
+    missing: str | None = None
 
 
 class TableDetails(NamedTuple):
@@ -79,6 +86,7 @@ class TableCodec:
     """Schemas and column types for one version of one table."""
 
     __slots__ = (
+        "defaulted",
         "envelope_schema",
         "field_names",
         "kept",
@@ -105,7 +113,10 @@ class TableCodec:
         exclude_columns: Iterable[re.Pattern[str]] = (),
         column_rules: Iterable[tuple[re.Pattern[str], ColumnRule]] = (),
         key_columns: Iterable[tuple[re.Pattern[str], tuple[str, ...]]] = (),
+        defaults: Mapping[str, Any] | None = None,
     ) -> None:
+        """`defaults`: PostgreSQL column name -> the Avro JSON default of its field (the
+        value its rows had before the column existed); other fields default to null."""
         self.relation = relation
         self.kept = self._kept_columns(relation, tuple(exclude_columns))
         chosen = next(
@@ -134,11 +145,16 @@ class TableCodec:
         self.placeholders = {
             name: _placeholder(codec.avro_schema) for name, codec in zip(names, codecs, strict=True)
         }
+        given = defaults or {}
+        # positions (among the kept columns) whose union lists the value branch first
+        self.defaulted = tuple(i for i, c in enumerate(columns) if c.name in given)
         fields = [
             {
                 "name": name,
-                "type": ["null", codec.avro_schema],
-                "default": None,
+                "type": [codec.avro_schema, "null"]
+                if col.name in given
+                else ["null", codec.avro_schema],
+                "default": given.get(col.name),
                 "pg.name": col.name,
                 "pg.type": codec.pg_type_name,
             }

@@ -4,9 +4,10 @@ No Relation message has arrived when a snapshot starts, so the `Relation` is bui
 here from pg_attribute with exactly the columns, type OIDs, typmods and key flags
 the output plugin sends: columns outside a publication's column list (or a
 replication set's att_list) are left out, and so are generated columns for
-pgoutput (pglogical_output sends them). The chunk key is the primary
-key, else the replica identity index; without either a table is read by ctid
-ranges (or, for a partitioned root, in one piece).
+pgoutput before PostgreSQL 18 (pglogical_output sends them; from 18 on the publication
+says which stored generated columns pgoutput sends, and virtual ones never are). The
+chunk key is the primary key, else the replica identity index; without either a table is
+read by ctid ranges (or, for a partitioned root, in one piece).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class Published(NamedTuple):
     name: str
     columns: tuple[str, ...] | None
     row_filter: str | None
-    generated: bool  # the plugin sends generated columns (pglogical does, pgoutput not)
+    generated: bool  # the plugin sends the generated columns among `columns` (pglogical;
+    # pgoutput from PostgreSQL 18 on, whose `columns` then lists exactly what it sends)
 
 
 def published_tables(
@@ -115,8 +117,13 @@ def published_tables(
     else:
         query = _PUBLISHED_PG15 if conn.info.server_version >= 150000 else _PUBLISHED_OLD
         rows = conn.execute(query, (publication,)).fetchall()
+    # From PostgreSQL 18 on, attnames lists exactly the columns pgoutput sends: stored
+    # generated ones when the publication publishes them (publish_generated_columns = stored,
+    # or named in its column list), never virtual ones. Before 18 it lists every column and
+    # pgoutput sends no generated column.
+    exact = not pglogical and conn.info.server_version >= 180000
     return [
-        Published(oid, nsp, name, tuple(cols) if cols else None, rowfilter, pglogical)
+        Published(oid, nsp, name, tuple(cols) if cols else None, rowfilter, pglogical or exact)
         for oid, nsp, name, cols, rowfilter in rows
     ]
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import psycopg
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from psycopg import IsolationLevel, sql
 from psycopg.adapt import Buffer, Loader
 
@@ -23,7 +22,7 @@ from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, Tup
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.events.model import Change
-from bridge.registry import Registry
+from bridge.registry import open_registry
 from bridge.routing import Routing
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
@@ -49,9 +48,7 @@ class TableJob(NamedTuple):
 def build_jobs(cfg: Config, catalog_conn: Any, tables: list[SnapshotTable]) -> dict[str, TableJob]:
     """Encoders built exactly as the pipeline builds them, so schemas and ids match."""
     routing = Routing.from_config(cfg)
-    registry = Registry(
-        SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
-    )
+    registry = open_registry(cfg)
     # Snapshot values are read in text format.
     encoders = encoder_cache(cfg, catalog_conn, registry, routing.topic, binary=False)
     jobs = {}

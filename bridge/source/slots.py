@@ -159,6 +159,7 @@ def ensure_publication(
     tables: Sequence[tuple[str, str]] = (),
     *,
     via_root: bool = True,
+    generated: bool = False,
 ) -> None:
     """Create the publication when missing, or require it (`disabled`).
 
@@ -167,9 +168,32 @@ def ensure_publication(
     `via_root` sets publish_via_partition_root: a partitioned table's changes come as the
     table's own (one topic; a row an update moves to another partition arrives as a delete
     and an insert of its key on that one topic, in order) instead of each partition's.
+    `generated` sets publish_generated_columns = stored (PostgreSQL 18 on): stored generated
+    columns are sent like any other; virtual ones never are. An existing publication that
+    does not publish them while `generated` asks for them is an error, not ignored.
     """
-    row = conn.execute("SELECT puballtables FROM pg_publication WHERE pubname = %s", (name,))
-    if row.fetchone() is not None:
+    if generated and conn.info.server_version < 180000:
+        raise SourceError(
+            "source.publish_generated_columns needs PostgreSQL 18 or later "
+            f"(the server runs {conn.info.server_version // 10000})",
+            hint="set source.publish_generated_columns: false (generated columns are then "
+            "absent from the topics, as PostgreSQL before 18 never publishes them)",
+        )
+    query = (
+        "SELECT pubgencols::text FROM pg_publication WHERE pubname = %s"
+        if generated
+        else "SELECT puballtables FROM pg_publication WHERE pubname = %s"
+    )
+    row = conn.execute(query, (name,)).fetchone()
+    if row is not None:
+        if generated and row[0] != "s":
+            ident = sql.Identifier(name).as_string()
+            raise SourceError(
+                f"publication {name!r} does not publish stored generated columns, which "
+                "source.publish_generated_columns asks for",
+                hint=f"ALTER PUBLICATION {ident} SET (publish_generated_columns = stored), "
+                "or set source.publish_generated_columns: false",
+            )
         return
     if mode == "disabled":
         raise SourceError(
@@ -189,8 +213,9 @@ def ensure_publication(
     else:
         target = sql.SQL("FOR ALL TABLES")
     try:
-        options = sql.SQL(" WITH (publish_via_partition_root = {})").format(
-            sql.SQL("true" if via_root else "false")
+        options = sql.SQL(" WITH (publish_via_partition_root = {}{})").format(
+            sql.SQL("true" if via_root else "false"),
+            sql.SQL(", publish_generated_columns = stored" if generated else ""),
         )
         conn.execute(
             sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target) + options

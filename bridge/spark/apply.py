@@ -25,21 +25,27 @@ key's row cannot be found when a hard delete removed it in an earlier batch, or 
 micro-batch holds the create but not yet the old key's earlier changes (they sit in another
 partition and a rate limit such as maxOffsetsPerTrigger cut it short): the values then stay
 null, as before this existed.
+
+A column that arrives with a newer schema version is added to the table; when its field has
+a default (a column added with a constant default in PostgreSQL, see `bridge.spark.reader`),
+the rows already in the table get that default, as PostgreSQL reads them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
+from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructField, StructType
 
 from bridge.errors import ConfigError
-from bridge.spark.reader import META_TYPES, ChangeStream
+from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeStream
 
 TARGET_META = ("_lsn", "_offset", "_txid", "_commit_ts", "_deleted")
 TRUNCATED_PROPERTY = "bridge.truncatedLsn"
@@ -236,10 +242,14 @@ def _fill(
     return changes.where(~_moved()).unionByName(completed)
 
 
-def _ensure_table(spark: SparkSession, target: str, shape: DataFrame) -> DeltaTable:
-    """Create the table on first use; add columns a newer schema version brought."""
+def _ensure_table(
+    spark: SparkSession, target: str, shape: DataFrame, defaults: dict[str, str]
+) -> DeltaTable:
+    """Create the table on first use; add columns a newer schema version brought, and give
+    the rows already there a new column's default (`defaults`: column -> row schema)."""
     empty = shape.limit(0)
     table = _table(spark, target)
+    have: set[str] | None = None
     if table is not None:
         have = set(table.toDF().columns)
         if set(empty.columns) <= have:
@@ -247,9 +257,26 @@ def _ensure_table(spark: SparkSession, target: str, shape: DataFrame) -> DeltaTa
     writer = empty.write.format("delta").mode("append").option("mergeSchema", "true")
     if _is_path(target):
         writer.save(target)
-        return DeltaTable.forPath(spark, target)
-    writer.saveAsTable(target)
-    return DeltaTable.forName(spark, target)
+        table = DeltaTable.forPath(spark, target)
+    else:
+        writer.saveAsTable(target)
+        table = DeltaTable.forName(spark, target)
+    added = {c: row for c, row in defaults.items() if have is not None and c not in have}
+    if added:
+        table.update(set={_q(c): default_of(row, c) for c, row in added.items()})
+    return table
+
+
+def default_of(row_schema: str, column: str) -> Column:
+    """The Avro default of `column` in the row record `row_schema`, as Spark reads it: an
+    empty record (zero bytes) read with the row as reader schema is all defaults, so the value
+    is converted exactly as from_avro converts a record's (dates, decimals, timestamps)."""
+    row = json.loads(row_schema)
+    empty = {"type": "record", "name": row["name"], "fields": []}
+    if "namespace" in row:
+        empty["namespace"] = row["namespace"]
+    defaults = from_avro(sf.lit(bytearray()), json.dumps(empty), {"avroSchema": row_schema})
+    return defaults[column]
 
 
 def _truncated_lsn(table: DeltaTable | None) -> int:
@@ -287,6 +314,9 @@ def apply_batch(
             hint=f"the changes have {', '.join(changes.columns)}",
         )
     spark = changes.sparkSession
+    defaults = {
+        f.name: f.metadata[DEFAULT_ROW] for f in changes.schema.fields if DEFAULT_ROW in f.metadata
+    }
     if "_tombstone" in changes.columns:
         changes = changes.where(~sf.col("_tombstone"))
     floor = _truncated_lsn(_table(spark, target))
@@ -305,7 +335,7 @@ def apply_batch(
             *(sf.col(c)["v"].alias(c) for c in data if c not in key_columns),
             *TARGET_META,
         )
-        table = _ensure_table(spark, target, shape)
+        table = _ensure_table(spark, target, shape, defaults)
         if truncate is not None:
             _truncate(spark, target, table, truncate)
         _merge(table, latest, key_columns, data, hard_delete)

@@ -18,6 +18,11 @@ The create of a primary-key change carries Debezium's `__debezium.oldkey` header
 key's framed Avro bytes): it is decoded with the key schema into `_oldkey`, the old key as a
 JSON object (one string type whatever the table, so topics still union), which
 `bridge.spark.apply` uses to carry unchanged TOASTed values over to the new key.
+
+A column added with a constant default (`ADD COLUMN ... DEFAULT`) has that default as its
+Avro field default: Avro schema resolution gives it to records written before the column
+existed, and the column carries the row schema in its metadata (`DEFAULT_ROW`) so that
+`bridge.spark.apply` fills it into the rows a table already holds when the column arrives.
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ from pyspark.sql import functions as sf
 from pyspark.sql.avro.functions import from_avro
 
 from bridge.errors import ConfigError, SchemaError
-from bridge.spark.registry import SchemaSource, row_fields
+from bridge.spark.registry import SchemaSource, defaulted_row, row_fields
 
 Tombstones = Literal["drop", "keep"]
 # (topic, value schema id, tombstone key schema id, schema id of a create's old key header)
 Group = tuple[str, int | None, int | None, int | None]
 OLD_KEY_HEADER = "__debezium.oldkey"  # bridge.encode.records' name (spark imports no bridge layer)
+# Column metadata of a column whose field has a non-null default: the row record's schema,
+# from which `bridge.spark.apply` computes the default when the column reaches a table.
+DEFAULT_ROW = "bridge.avro.row"
 
 META_TYPES = {
     "op": "string",
@@ -254,9 +262,16 @@ class ChangeDecoder:
             )
         row = sf.when(e["op"] == "d", e["before"]).otherwise(e["after"])
         source = e["source"]
+        defaulted = defaulted_row(reader)
+        filled = set(defaulted[1]) if defaulted else set()
         columns: list[Column] = [
             e["op"].alias("op"),
-            *(row[f].alias(f) for f in fields),
+            *(
+                row[f].alias(f, metadata={DEFAULT_ROW: defaulted[0]})
+                if defaulted and f in filled
+                else row[f].alias(f)
+                for f in fields
+            ),
             source["lsn"].alias("_lsn"),
             source["txId"].alias("_txid"),
             sf.timestamp_millis(source["ts_ms"]).alias("_commit_ts"),

@@ -81,6 +81,20 @@ def _schema_text(body: dict[str, Any], what: str) -> str:
 
 def row_fields(schema_text: str) -> list[str]:
     """Column names of a change envelope's row record (or of a key record)."""
+    return [str(f["name"]) for f in _row_record(schema_text).get("fields", [])]
+
+
+def defaulted_row(schema_text: str) -> tuple[str, list[str]] | None:
+    """(the row record's schema as JSON, its fields with a non-null default) of a change
+    envelope, or None when no field has one: the apply fills those columns of rows already in
+    a table with the default (`bridge.spark.apply`)."""
+    row = _row_record(schema_text)
+    named = [str(f["name"]) for f in row.get("fields", []) if f.get("default") is not None]
+    return (json.dumps(row), named) if named and "name" in row else None
+
+
+def _row_record(schema_text: str) -> dict[str, Any]:
+    """A change envelope's row record, or the record itself (a key record)."""
     try:
         schema = json.loads(schema_text)
     except ValueError:
@@ -90,12 +104,12 @@ def row_fields(schema_text: str) -> list[str]:
     fields: list[dict[str, Any]] = [f for f in schema["fields"] if isinstance(f, dict)]
     by_name = {f.get("name"): f for f in fields}
     if "before" not in by_name:
-        return [str(f.get("name")) for f in fields]  # a key record: its fields are the columns
+        return {"fields": fields}  # a key record: its fields are the columns
     for name in ("before", "after"):
         branches = by_name[name].get("type")
         for branch in branches if isinstance(branches, list) else [branches]:
             if isinstance(branch, dict) and branch.get("type") == "record":
-                return [str(f["name"]) for f in branch.get("fields", [])]
+                return branch
     raise SchemaError(
         "registry schema has no before/after row record: not a change envelope",
         hint="read only the bridge's table topics",

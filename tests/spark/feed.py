@@ -54,6 +54,7 @@ class TableFeed:
         self.topic = f"{prefix}.public.items"
         self.key = tuple(key)
         self.columns = list(columns)
+        self.missing: dict[str, str] = {}  # column -> attmissingval text (ADD COLUMN DEFAULT)
         self._version = 0
         self._relation = self._new_relation()
         self.lsn = 0x1_0000_0000
@@ -69,7 +70,8 @@ class TableFeed:
             Registry(SchemaRegistryClient({"url": registry_url})),
             StaticCatalog(),
             lambda _oid: TableDetails(
-                self.key, {name: ColumnDetails(1) for name, _, _ in self.columns}
+                self.key,
+                {name: ColumnDetails(1, self.missing.get(name)) for name, _, _ in self.columns},
             ),
             lambda _rel: self.topic,
             server_name=prefix,
@@ -87,9 +89,14 @@ class TableFeed:
         )
         return Relation(None, 16384, "public", "items", "d", cols)
 
-    def add_column(self, name: str, kind: str, typmod: int = -1) -> None:
-        """ALTER TABLE ADD COLUMN: a new Relation message, hence a new schema version."""
+    def add_column(
+        self, name: str, kind: str, typmod: int = -1, missing: str | None = None
+    ) -> None:
+        """ALTER TABLE ADD COLUMN (`missing`: its constant DEFAULT, PostgreSQL's text): a new
+        Relation message, hence a new schema version."""
         self.columns.append((name, kind, typmod))
+        if missing is not None:
+            self.missing[name] = missing
         self._relation = self._new_relation()
 
     def _tuple(self, row: Row, *, key_only: bool = False) -> TupleData:

@@ -1,0 +1,165 @@
+"""Which ALTER TABLEs give a schema the registry refuses under BACKWARD, and what the bridge
+does then: stop with an `IncompatibleSchemaError` naming the column and the setting, or, with
+`registry.on_incompatible: new_subject`, register under `<subject>-v2` and go on.
+
+The probe builds each table version's schemas exactly as the bridge does (`EncoderCache` over
+the live catalog) and registers them in the stack's registry (BACKWARD); the README's list of
+incompatible changes is this table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from running import running
+from schema.live import Decoders, bridge_config, read_topic, unique
+
+from bridge.decode.messages import Column, Relation
+from bridge.encode.records import ChangeEncoder
+from bridge.encoders import EncoderCache, load_table_details
+from bridge.errors import IncompatibleSchemaError
+from bridge.registry import Registry
+from bridge.schema.catalog import PgCatalog
+from bridge.schema.pgtypes import CodecOptions
+
+_COLUMNS = """
+SELECT a.attname, a.atttypid, a.atttypmod,
+       COALESCE(a.attnum = ANY(i.indkey::int2[]), false), c.relreplident::text
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+"""
+
+# (table, ALTER, subject refused or None, what the error names). A numeric scale change is
+# refused by the bridge itself: the registry (Avro's compatibility rules ignore logical types)
+# accepts it, and a reader-schema consumer would then read old values scaled wrongly.
+CASES = [
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t ALTER a TYPE bigint", None, ""),
+    ("id int PRIMARY KEY, a bigint", "ALTER TABLE t ALTER a TYPE int", "value", "column a"),
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t ALTER a TYPE text", "value", "column a"),
+    ("id int PRIMARY KEY, a text", "ALTER TABLE t ALTER a TYPE int USING 0", "value", "column a"),
+    ("id int PRIMARY KEY, a real", "ALTER TABLE t ALTER a TYPE float8", None, ""),
+    ("id int PRIMARY KEY, a int[]", "ALTER TABLE t ALTER a TYPE int USING 0", "value", "column a"),
+    (
+        "id int PRIMARY KEY, a numeric(5,2)",
+        "ALTER TABLE t ALTER a TYPE numeric(7,3)",
+        "value",
+        "column a: numeric scale 2 -> 3, precision 5 -> 7",
+    ),
+    ("id int PRIMARY KEY, a numeric(5,2)", "ALTER TABLE t ALTER a TYPE numeric(9,2)", None, ""),
+    ("id int PRIMARY KEY, a varchar(5)", "ALTER TABLE t ALTER a TYPE varchar(9)", None, ""),
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t RENAME a TO b", None, ""),
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t DROP a", None, ""),
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t ADD b int NOT NULL DEFAULT 1", None, ""),
+    ("id int PRIMARY KEY, a int", "ALTER TABLE t ALTER id TYPE bigint", None, ""),
+    (
+        "id int PRIMARY KEY, k int NOT NULL DEFAULT 0",
+        "ALTER TABLE t DROP CONSTRAINT t_pkey, ADD PRIMARY KEY (id, k)",
+        "key",
+        "column k added without a default",
+    ),
+    (
+        "id int PRIMARY KEY, k int NOT NULL DEFAULT 0",
+        "ALTER TABLE t DROP CONSTRAINT t_pkey, ADD PRIMARY KEY (k)",
+        "key",
+        "column k added without a default",
+    ),
+]
+
+
+def _relation(conn: psycopg.Connection[Any], oid: int) -> Relation:
+    rows = conn.execute(_COLUMNS, ("t",)).fetchall()
+    columns = tuple(Column(int(key), name, typ, mod) for name, typ, mod, key, _ in rows)
+    return Relation(None, oid, "public", "t", rows[0][4], columns)
+
+
+def _cache(conn: psycopg.Connection[Any], registry: Registry, topic: str) -> EncoderCache:
+    return EncoderCache(
+        registry,
+        PgCatalog(conn),
+        lambda oid: load_table_details(conn, oid),
+        lambda _: topic,
+        server_name="probe",
+        options=CodecOptions(),
+        toast_mode="list",
+        tombstones=True,
+        binary=False,
+    )
+
+
+def _encode(
+    conn: psycopg.Connection[Any], cache: EncoderCache, oid: int
+) -> tuple[str, ChangeEncoder]:
+    return cache.get(_relation(conn, oid))
+
+
+@pytest.mark.parametrize(("table", "alter", "refused", "names"), CASES)
+def test_which_alters_the_registry_refuses(
+    pg_conn: psycopg.Connection[Any],
+    registry_url: str,
+    table: str,
+    alter: str,
+    refused: str | None,
+    names: str,
+) -> None:
+    pg_conn.execute(f"CREATE TABLE t ({table})")
+    row = pg_conn.execute("SELECT 't'::regclass::oid").fetchone()
+    assert row is not None
+    oid = int(row[0])
+    client = SchemaRegistryClient({"url": registry_url})
+    topic = unique("probe")
+    for kind in ("key", "value"):
+        client.set_compatibility(subject_name=f"{topic}-{kind}", level="BACKWARD")
+    _encode(pg_conn, _cache(pg_conn, Registry(client), topic), oid)
+    pg_conn.execute(alter)
+    cache = _cache(pg_conn, Registry(client), topic)  # a restarted bridge: nothing cached
+    if refused is None:
+        _encode(pg_conn, cache, oid)
+        # no new version where the ALTER left the schema as it was (a varchar's length)
+        expected = [1] if "varchar" in alter else [1, 2]
+        assert client.get_versions(f"{topic}-value") == expected
+        return
+    with pytest.raises(IncompatibleSchemaError) as caught:
+        _encode(pg_conn, cache, oid)
+    message = caught.value.message
+    assert f"subject '{topic}-{refused}'" in message
+    assert "table public.t" in message and names in message
+    assert "registry.on_incompatible: new_subject" in (caught.value.hint or "")
+    # With the setting, the same version goes to the subject's second generation.
+    moved = _cache(pg_conn, Registry(client, on_incompatible="new_subject"), topic)
+    _encode(pg_conn, moved, oid)
+    assert client.get_versions(f"{topic}-{refused}-v2") == [1]
+    assert client.get_versions(f"{topic}-{refused}") == [1]
+
+
+def test_new_subject_setting_keeps_the_bridge_streaming(
+    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], topic_prefix: str
+) -> None:
+    pg_conn.execute("CREATE TABLE evo (id int PRIMARY KEY, b text)")
+    cfg = bridge_config(stack, pg_db, prefix=topic_prefix)
+    cfg = cfg.model_copy(
+        update={"registry": cfg.registry.model_copy(update={"on_incompatible": "new_subject"})}
+    )
+    topic = f"{topic_prefix}.public.evo"
+    subject = f"{topic}-value"
+    decoders = Decoders(cfg)
+    with running(cfg) as bridge:
+        pg_conn.execute("INSERT INTO evo VALUES (1, 'one')")
+        assert len(read_topic(cfg, topic, 1, alive=bridge.alive)) == 1
+        decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
+        pg_conn.execute("ALTER TABLE evo ALTER COLUMN b TYPE int USING length(b)")
+        pg_conn.execute("INSERT INTO evo VALUES (2, 42)")
+        received = read_topic(cfg, topic, 2, alive=bridge.alive)
+    assert decoders.client.get_versions(subject) == [1]
+    assert decoders.client.get_versions(f"{subject}-v2") == [1]
+    deserializer = AvroDeserializer(decoders.client)
+    context = SerializationContext(topic, MessageField.VALUE)
+    assert [deserializer(r.value, context)["after"] for r in received] == [
+        {"id": 1, "b": "one"},
+        {"id": 2, "b": 42},
+    ]
