@@ -3,7 +3,9 @@
 `connect_worker`: one Kafka Connect standalone JVM (tests/consumers/connect.py) with
 Debezium's JDBC sink and Apicurio's Avro converter on its classpath. Tests add their
 own connectors to it and delete them after; the JVM and its jars' build are paid once.
-Every test using it is marked `consumers` (and `live`, through the stack fixture).
+`flink_sql`: PyFlink and Flink's Kafka and Debezium-Avro jars (tests/consumers/flink.py),
+installed once per machine; each job runs in its own process.
+Every test using either is marked `consumers` (and `live`, through the stack fixture).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 import pytest
 
 from consumers.connect import ConnectWorker
+from consumers.flink import FlinkSQL
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "connect_worker" in getattr(item, "fixturenames", ()):
+        if {"connect_worker", "flink_sql"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.consumers)
 
 
@@ -30,3 +33,9 @@ def connect_worker(stack: Any) -> Iterator[ConnectWorker]:
         yield worker
     finally:
         worker.stop()
+
+
+@pytest.fixture(scope="session")
+def flink_sql(stack: Any) -> FlinkSQL:
+    """PyFlink and its jars, installed once per machine; each job is its own process."""
+    return FlinkSQL(stack.workdir / "flink")
