@@ -217,13 +217,11 @@ def _bind(pieces: list[_Piece], tx_values: tuple[Any, ...]) -> list[_Piece]:
     return out
 
 
-def _write_pieces(pieces: list[_Piece], values: tuple[Any, ...]) -> bytes:
-    out = bytearray()
+def _write_pieces(out: bytearray, pieces: list[_Piece], values: tuple[Any, ...]) -> None:
     for fixed, at, write in pieces:
         out += fixed
         if write is not None:
             write(out, values[at])
-    return bytes(out)
 
 
 def table_fields(schema: str, table: str) -> bytes:
@@ -234,11 +232,12 @@ def table_fields(schema: str, table: str) -> bytes:
     return bytes(out)
 
 
-def sequence(last_commit_lsn: int | None, lsn: int) -> str:
-    """Debezium's `source.sequence`: the JSON array [last commit LSN, this LSN] of strings,
-    the first null while no commit was seen (Debezium's SourceInfo.sequence())."""
+def sequence_head(last_commit_lsn: int | None) -> str:
+    """Debezium's `source.sequence` is the JSON array [last commit LSN, this LSN] of
+    strings, the first null while no commit was seen (Debezium's SourceInfo.sequence()):
+    this is the part before the change's LSN, the same for a whole transaction."""
     last = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
-    return f'[{last},"{lsn}"]'
+    return f'[{last},"'
 
 
 class TxSource:
@@ -249,7 +248,7 @@ class TxSource:
     Built once per transaction, so it keeps plain fields and encodes only when a record
     asks for it."""
 
-    __slots__ = ("_bound", "block", "commit_lsn", "last_commit_lsn", "ts_ms", "xid")
+    __slots__ = ("_bound", "_sequence", "block", "commit_lsn", "last_commit_lsn", "ts_ms", "xid")
 
     def __init__(
         self,
@@ -265,6 +264,7 @@ class TxSource:
         self.last_commit_lsn = last_commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
         self._bound: tuple[list[_Piece], list[_Piece]] | None = None
+        self._sequence = sequence_head(last_commit_lsn)
 
     @property
     def base(self) -> dict[str, Any]:
@@ -289,8 +289,12 @@ class TxSource:
         bound = self._bound
         if bound is None:
             bound = self._bound = self.block.bind((self.ts_ms, self.xid, self.commit_lsn))
-        values = (sequence(self.last_commit_lsn, lsn), lsn)
-        return _write_pieces(bound[0], values) + tables + _write_pieces(bound[1], values)
+        values = (f'{self._sequence}{lsn}"]', lsn)
+        out = bytearray()
+        _write_pieces(out, bound[0], values)
+        out += tables
+        _write_pieces(out, bound[1], values)
+        return bytes(out)
 
 
 class _Clock:
