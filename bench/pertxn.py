@@ -101,7 +101,7 @@ def main() -> None:
         def run(payloads: list[bytes]) -> None:
             nonlocal handle, source
             for raw in payloads:
-                for event in assembler.feed(decoder.decode(raw), raw, 0):
+                for event in assembler.feed(decoder.decode(raw), raw, 0, 0):
                     match event:
                         case Change():
                             assert handle is not None and source is not None

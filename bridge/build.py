@@ -192,6 +192,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         messages=MessageTopic(registry, kafka.topic_prefix),
         heartbeat=Heartbeat(
             registry,
+            f"{cfg.pipeline.heartbeat_topic_prefix}.{kafka.topic_prefix}",
             kafka.topic_prefix,
             cfg.pipeline.heartbeat_interval_s,
             source.emit_heartbeat,

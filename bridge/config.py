@@ -333,6 +333,12 @@ class PipelineConfig(_Section):
     tombstones: bool = True
     shutdown_timeout_s: float = Field(30.0, gt=0)
     heartbeat_interval_s: float = Field(0.0, ge=0, description="0 disables heartbeats")
+    heartbeat_topic_prefix: str = Field(
+        "__bridge-heartbeat",
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="heartbeat topic <this>.<topic_prefix>; Debezium's topic.heartbeat.prefix "
+        "is __debezium-heartbeat",
+    )
     transaction_metadata: bool = False
     oversized: Literal["stop", "dead_letter"] = Field(
         "stop", description="a row over its topic's record limit: stop, or dead-letter it"

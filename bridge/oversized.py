@@ -163,7 +163,7 @@ class OversizedPolicy:
         size = record_size(key, value, headers)
         limit = self._limits.get(topic) + RECORD_OVERHEAD
         shown = key_text(key, key_schema)
-        lsn = source.base["lsn"]
+        lsn = source.base["commit_lsn"]
         if self.mode != "dead_letter":
             raise DeliveryError(
                 f"a row of table {table} with key {shown} is {size} bytes, over the "

@@ -273,7 +273,7 @@ class Pipeline:
                 continue
             raw = bytes(data.payload)
             unserviced = 0
-            for event in assembler.feed(decode(raw), raw, data.wal_end):
+            for event in assembler.feed(decode(raw), raw, data.wal_start, data.wal_end):
                 unserviced += 1
                 if unserviced == _SERVICE_EVERY:
                     # One message can release millions of buffered changes (stream commit,
@@ -299,7 +299,13 @@ class Pipeline:
         self._skipping = self.eos is not None and self.eos.skip(event.commit_lsn)
         if self._tx_metadata:
             self._tx_ident = tx_id(event.xid, event.commit_lsn)
-        self._tx_source = TxSource(self._source_block, event.xid, event.commit_lsn, event.commit_ts)
+        self._tx_source = TxSource(
+            self._source_block,
+            event.xid,
+            event.commit_lsn,
+            event.commit_ts,
+            self.assembler.last_commit_end_lsn,  # the previous transaction's, until its end
+        )
         if self._tx_metadata and not self._skipping:
             self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
 

@@ -2,7 +2,8 @@
 
 - `<prefix>.transaction`: BEGIN/END records with per-table event counts;
 - `<prefix>.message`: logical decoding messages (`pg_logical_emit_message`);
-- `__bridge-heartbeat.<prefix>`: heartbeat records, one per heartbeat message seen.
+- `__bridge-heartbeat.<prefix>` (`pipeline.heartbeat_topic_prefix`; Debezium's is
+  `__debezium-heartbeat`): heartbeat records, one per heartbeat message seen.
 
 Heartbeats are logical decoding messages the bridge writes itself on an interval:
 they put WAL into the captured database, so the slot advances even when the
@@ -106,9 +107,14 @@ class Heartbeat(FixedTopic):
     """Writes a heartbeat message every `interval_s`; turns each one seen into a record."""
 
     def __init__(
-        self, registry: Registry, prefix: str, interval_s: float, emit: Callable[[], None]
+        self,
+        registry: Registry,
+        topic: str,
+        prefix: str,
+        interval_s: float,
+        emit: Callable[[], None],
     ) -> None:
-        super().__init__(registry, f"__bridge-heartbeat.{prefix}", "heartbeat_key", "heartbeat")
+        super().__init__(registry, topic, "heartbeat_key", "heartbeat")
         self._prefix = prefix
         self._interval_s = interval_s
         self._emit = emit

@@ -113,7 +113,7 @@ def test_registry_refusal_stops_before_the_refused_transaction(
     with running(cfg) as bridge:
         pg_conn.execute(FIRST)
         (first,) = read_topic(cfg, topic, 1, alive=bridge.alive)
-        delivered_lsn = decoders.raw(first.value or b"")["source"]["lsn"]
+        delivered_lsn = decoders.raw(first.value or b"")["source"]["commit_lsn"]
         wait_for(
             lambda: confirmed_flush(pg_conn, slot) > delivered_lsn,
             30,

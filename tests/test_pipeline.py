@@ -282,7 +282,7 @@ class Harness:
                 eos=None,
                 txmeta=TransactionTopic(None, "p"),  # type: ignore[arg-type]
                 messages=MessageTopic(None, "p"),  # type: ignore[arg-type]
-                heartbeat=Heartbeat(None, "p", 0, lambda: None),  # type: ignore[arg-type]
+                heartbeat=Heartbeat(None, "__bridge-heartbeat.p", "p", 0, lambda: None),  # type: ignore[arg-type]
                 positions=RecordedAtOnce(lost),
                 resources=resources,
             ),

@@ -128,14 +128,18 @@ class EnvelopeLayout:
         return bytes(out)
 
 
-# The source block's fields that change from one transaction to the next, in the order
-# `SourceBlock.write_ends` takes them. Every other field is fixed for the process
-# (version, connector, server name, database, snapshot flag) or for the table (schema,
-# table), so its bytes are written once.
-_PER_TRANSACTION: Final = ("ts_ms", "txId", "lsn")
+# The source block's fields that change from one transaction to the next, then those
+# that change from one change to the next, in the order `TxSource` binds and writes
+# them. Every other field is fixed for the process (version, connector, server name,
+# database, snapshot flag) or for the table (schema, table), so its bytes are written
+# once.
+_PER_TRANSACTION: Final = ("ts_ms", "txId", "commit_lsn")
+_PER_CHANGE: Final = ("sequence", "lsn")
+_SLOTS: Final = (*_PER_TRANSACTION, *_PER_CHANGE)
+_TX_SLOTS: Final = len(_PER_TRANSACTION)
 
-# A piece of an encoded source block: fixed bytes, then one per-transaction field (its
-# index in _PER_TRANSACTION and its writer) or none.
+# A piece of an encoded source block: fixed bytes, then one varying field (its index in
+# _SLOTS, or in _PER_CHANGE once bound to a transaction, and its writer) or none.
 _Piece = tuple[bytes, int, Writer | None]
 
 
@@ -158,8 +162,8 @@ _TEXT: Final = compile_value_writer("string")
 class SourceBlock:
     """Debezium's source block (`schemas/source.avsc`) for one server, database, version
     and snapshot flag: the fields fixed for all of them are encoded here once, so a
-    transaction writes only its own three (single-row transactions write a block per
-    row). The pipeline keeps one for its run; a snapshot reader one per chunk."""
+    transaction binds only its own three and a change writes only its two (`lsn` and
+    `sequence`). The pipeline keeps one for its run; a snapshot reader one per chunk."""
 
     __slots__ = ("_head", "_tail", "fixed")
 
@@ -170,10 +174,9 @@ class SourceBlock:
             "name": server,
             "snapshot": snapshot,
             "db": db,
-            "sequence": None,
             "xmin": None,
         }
-        missing = set(_SOURCE_NAMES) - {*self.fixed, *_PER_TRANSACTION, "schema", "table"}
+        missing = set(_SOURCE_NAMES) - {*self.fixed, *_SLOTS, "schema", "table"}
         if missing:
             raise SchemaError(f"source block: no value for {sorted(missing)}")
         self._head = self._pieces(_HEAD_FIELDS)
@@ -183,28 +186,42 @@ class SourceBlock:
         pieces: list[_Piece] = []
         fixed = bytearray()
         for name, write in fields:
-            if name in _PER_TRANSACTION:
-                pieces.append((bytes(fixed), _PER_TRANSACTION.index(name), write))
+            if name in _SLOTS:
+                pieces.append((bytes(fixed), _SLOTS.index(name), write))
                 fixed = bytearray()
             else:
                 write(fixed, self.fixed[name])
         pieces.append((bytes(fixed), 0, None))
         return pieces
 
-    def write_ends(self, values: tuple[Any, ...]) -> tuple[bytes, bytes]:
-        """The fields before and after schema and table, `values` being the fields of
-        _PER_TRANSACTION; raises ValueError or TypeError for a value the schema cannot
-        hold."""
-        return _write_pieces(self._head, values), _write_pieces(self._tail, values)
+    def bind(self, tx_values: tuple[Any, ...]) -> tuple[list[_Piece], list[_Piece]]:
+        """The pieces before and after schema and table with `tx_values` (the fields of
+        _PER_TRANSACTION) written in: what is left varies per change. Raises ValueError
+        or TypeError for a value the schema cannot hold."""
+        return _bind(self._head, tx_values), _bind(self._tail, tx_values)
 
 
-def _write_pieces(pieces: list[_Piece], values: tuple[Any, ...]) -> bytes:
-    out = bytearray()
+def _bind(pieces: list[_Piece], tx_values: tuple[Any, ...]) -> list[_Piece]:
+    out: list[_Piece] = []
+    fixed = bytearray()
+    for data, at, write in pieces:
+        fixed += data
+        if write is None:
+            continue
+        if at < _TX_SLOTS:
+            write(fixed, tx_values[at])
+        else:
+            out.append((bytes(fixed), at - _TX_SLOTS, write))
+            fixed = bytearray()
+    out.append((bytes(fixed), 0, None))
+    return out
+
+
+def _write_pieces(out: bytearray, pieces: list[_Piece], values: tuple[Any, ...]) -> None:
     for fixed, at, write in pieces:
         out += fixed
         if write is not None:
             write(out, values[at])
-    return bytes(out)
 
 
 def table_fields(schema: str, table: str) -> bytes:
@@ -215,45 +232,69 @@ def table_fields(schema: str, table: str) -> bytes:
     return bytes(out)
 
 
+def sequence_head(last_commit_lsn: int | None) -> str:
+    """Debezium's `source.sequence` is the JSON array [last commit LSN, this LSN] of
+    strings, the first null while no commit was seen (Debezium's SourceInfo.sequence()):
+    this is the part before the change's LSN, the same for a whole transaction."""
+    last = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
+    return f'[{last},"'
+
+
 class TxSource:
     """The parts of Debezium's source block fixed for one transaction.
 
-    `blocks` caches the encoded block per table: it is the same for every row of a table
-    in the transaction, so it is written once. Built once per transaction, so it keeps
-    plain fields and encodes only when a record asks for it."""
+    `last_commit_lsn` is the end LSN of the transaction committed before this one (the
+    position Debezium's connector calls its last commit LSN), None when not known.
+    Built once per transaction, so it keeps plain fields and encodes only when a record
+    asks for it."""
 
-    __slots__ = ("_ends", "block", "blocks", "commit_lsn", "ts_ms", "xid")
+    __slots__ = ("_bound", "_sequence", "block", "commit_lsn", "last_commit_lsn", "ts_ms", "xid")
 
     def __init__(
-        self, block: SourceBlock, xid: int | None, commit_lsn: int, commit_ts: int
+        self,
+        block: SourceBlock,
+        xid: int | None,
+        commit_lsn: int,
+        commit_ts: int,
+        last_commit_lsn: int | None = None,
     ) -> None:
         self.block = block
         self.xid = xid
         self.commit_lsn = commit_lsn
+        self.last_commit_lsn = last_commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
-        self.blocks: dict[tuple[str, str], bytes] = {}
-        self._ends: tuple[bytes, bytes] | None = None
+        self._bound: tuple[list[_Piece], list[_Piece]] | None = None
+        self._sequence = sequence_head(last_commit_lsn)
 
     @property
     def base(self) -> dict[str, Any]:
-        """The source block's fields, schema and table left empty."""
+        """The source block's fields for the transaction as a whole (no change of its
+        own: `lsn` is the commit LSN), schema and table left empty."""
         return {
             **self.block.fixed,
             "ts_ms": self.ts_ms,
             "txId": self.xid,
+            "commit_lsn": self.commit_lsn,
             "lsn": self.commit_lsn,
+            "sequence": None,
             "schema": "",
             "table": "",
         }
 
-    def ends(self) -> tuple[bytes, bytes]:
-        """The source block's body before and after its schema and table fields, in
-        `source.avsc`'s field order: the same for every table of the transaction.
+    def block_for(self, tables: bytes, lsn: int) -> bytes:
+        """The encoded source block of the change at `lsn` in the table whose schema and
+        table fields are `tables`.
 
         Raises ValueError or TypeError for a value the schema cannot hold."""
-        if self._ends is None:
-            self._ends = self.block.write_ends((self.ts_ms, self.xid, self.commit_lsn))
-        return self._ends
+        bound = self._bound
+        if bound is None:
+            bound = self._bound = self.block.bind((self.ts_ms, self.xid, self.commit_lsn))
+        values = (f'{self._sequence}{lsn}"]', lsn)
+        out = bytearray()
+        _write_pieces(out, bound[0], values)
+        out += tables
+        _write_pieces(out, bound[1], values)
+        return bytes(out)
 
 
 class _Clock:
@@ -283,7 +324,6 @@ class ChangeEncoder:
         "_layout",
         "_plan",
         "_table_fields",
-        "_table_id",
         "_value_header",
         "table",
         "toast_mode",
@@ -310,8 +350,7 @@ class ChangeEncoder:
         has_key = table.key_schema is not None and key_id is not None
         self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
         self._value_header = _HEADER.pack(0, value_id)
-        self._table_id = (relation.namespace, relation.name)
-        self._table_fields = table_fields(*self._table_id)
+        self._table_fields = table_fields(relation.namespace, relation.name)
 
     def check_binary(self) -> None:
         """Refuse binary tuples for a table with a column the binary reader lacks."""
@@ -321,7 +360,7 @@ class ChangeEncoder:
         """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
         primary-key change as delete + tombstone + create (the only records with
         headers)."""
-        source = self._source_block(tx)
+        source = self._source_block(tx, change.lsn)
         new = change.new
         op = change.op
         if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
@@ -404,20 +443,15 @@ class ChangeEncoder:
         header = self._key_header
         return None if header is None else header + body
 
-    def _source_block(self, tx: TxSource) -> bytes:
-        """The encoded source block (`schemas/source.avsc`) with this table's names."""
-        block = tx.blocks.get(self._table_id)
-        if block is not None:
-            return block
+    def _source_block(self, tx: TxSource, lsn: int) -> bytes:
+        """The encoded source block (`schemas/source.avsc`) of the change at `lsn`."""
         try:
-            head, tail = tx.ends()
+            return tx.block_for(self._table_fields, lsn)
         except BAD_INPUT as exc:
             raise SchemaError(
                 f"{self._label}: the source block does not fit its Avro schema: {exc!r}",
                 hint="report this with the transaction's xid and LSN; the change was not produced",
             ) from None
-        block = tx.blocks[self._table_id] = head + self._table_fields + tail
-        return block
 
     def _envelope(
         self,

@@ -37,6 +37,7 @@ streamed again from its start after a restart.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -71,6 +72,10 @@ from bridge.events.transaction import Lookup, TxState
 
 Decode = Callable[[bytes], Message]
 _NOTHING: Final[tuple[Event, ...]] = ()
+# A buffered record is its message's WAL position (8 bytes) then its payload, so a
+# replayed change carries the LSN PostgreSQL sent it at.
+_LSN: Final = struct.Struct(">Q")
+_LSN_SIZE: Final = _LSN.size
 
 
 class _Pending:
@@ -136,6 +141,7 @@ class EventAssembler:
         self._streams: dict[int, _Pending] = {}  # top-level xid -> undecided
         self._prepared: dict[str, _Pending] = {}  # gid -> prepared, undecided
         self._wal_end = 0  # nothing received yet: idle at the start position
+        self._wal_start = 0  # XLogData start of the message being fed: its change's LSN
         self._handlers: dict[type[Any], Callable[[Any, bytes], Iterable[Event]]] = {
             Insert: self._row,
             Update: self._row,
@@ -159,12 +165,14 @@ class EventAssembler:
             Startup: self._startup,
         }
 
-    def feed(self, msg: Message, raw: bytes, wal_end: int) -> Iterable[Event]:
-        """Take one message with its payload bytes and XLogData WAL position."""
+    def feed(self, msg: Message, raw: bytes, wal_start: int, wal_end: int) -> Iterable[Event]:
+        """Take one message with its payload bytes and XLogData WAL positions (the start
+        is the change's own LSN, the end the server's WAL end when sent)."""
         handler = self._handlers.get(type(msg))
         if handler is None:
             raise ProtocolError(type(msg).__name__, 0, "not a logical replication message")
         self._wal_end = wal_end
+        self._wal_start = wal_start
         return handler(msg, raw)
 
     def hold_lsn(self) -> int | None:
@@ -222,12 +230,12 @@ class EventAssembler:
     ) -> Iterable[Event]:
         sink = self._sink
         if sink is not None:
-            sink.records.append(raw, msg.xid)
+            sink.records.append(self._stamped(raw), msg.xid)
             return _NOTHING
         tx = self._tx
         if tx is None:
             raise StreamSequenceError(type(msg).__name__, "change outside a transaction")
-        changes = tx.changes(msg, self._entry)
+        changes = tx.changes(msg, self._entry, self._wal_start)
         return changes if tx.started else (tx.begin(), *changes)
 
     def _message(self, msg: LogicalMessage, raw: bytes) -> Iterable[Event]:
@@ -240,17 +248,17 @@ class EventAssembler:
         if sink is None:
             self.relations.put(msg)
         elif sink.streamed:
-            sink.records.append(raw, msg.xid)
+            sink.records.append(self._stamped(raw), msg.xid)
         else:
             sink.base.setdefault(msg.oid, self.relations.cached(msg.oid))
             self.relations.put(msg)
-            sink.records.append(raw, None)
+            sink.records.append(self._stamped(raw), None)
         return _NOTHING
 
     def _type(self, msg: TypeMessage, raw: bytes) -> Iterable[Event]:
         sink = self._sink
         if sink is not None and sink.streamed:
-            sink.records.append(raw, msg.xid)
+            sink.records.append(self._stamped(raw), msg.xid)
         else:
             self.relations.put_type(msg)
         return _NOTHING
@@ -357,6 +365,9 @@ class EventAssembler:
 
     # -- shared -------------------------------------------------------------------
 
+    def _stamped(self, raw: bytes) -> bytes:
+        return _LSN.pack(self._wal_start) + raw
+
     def _require_idle(self, message_type: str) -> None:
         if self._tx is not None or self._sink is not None:
             raise StreamSequenceError(
@@ -377,13 +388,13 @@ class EventAssembler:
         else:
             overlay = _Overlay(relations, pending.base)
             decode, lookup, remember = self._decode, overlay.entry, overlay.put
-        for raw in pending.records.replay():
-            msg = decode(raw)
+        for record in pending.records.replay():
+            msg = decode(record[_LSN_SIZE:])
             if isinstance(msg, Relation):
                 remember(msg)
             elif isinstance(msg, TypeMessage):
                 relations.put_type(msg)
             else:
-                yield from tx.changes(msg, lookup)
+                yield from tx.changes(msg, lookup, _LSN.unpack_from(record)[0])
         self.last_commit_end_lsn = end_lsn
         yield tx.commit(commit_lsn, end_lsn, commit_ts)

@@ -45,6 +45,9 @@ class Change(NamedTuple):
     relations: tuple[Relation, ...]
     truncate_options: int
     message: LogicalMessage | None
+    # WAL position of the change itself (its XLogData start, Debezium's `source.lsn`);
+    # a snapshot read carries the snapshot's LSN.
+    lsn: int = 0
 
 
 class TxCommit(NamedTuple):

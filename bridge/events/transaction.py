@@ -67,32 +67,34 @@ class TxState:
         )
         return end
 
-    def changes(self, msg: Message, lookup: Lookup) -> tuple[Change, ...]:
-        """The events of one row-level message; other message kinds are out of place."""
+    def changes(self, msg: Message, lookup: Lookup, lsn: int) -> tuple[Change, ...]:
+        """The events of one row-level message at WAL position `lsn`; other message
+        kinds are out of place."""
         if isinstance(msg, _INSERT):
             relation, name = lookup(msg.relid, "I")
             ordinal = self._next(name)
-            return (_row_change(OP_CREATE, relation, "", None, msg.new, ordinal),)
+            return (_row_change(OP_CREATE, relation, "", None, msg.new, ordinal, lsn),)
         if isinstance(msg, _UPDATE):
             relation, name = lookup(msg.relid, "U")
             ordinal = self._next(name)
-            return (_row_change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal),)
+            return (_row_change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal, lsn),)
         if isinstance(msg, _DELETE):
             relation, name = lookup(msg.relid, "D")
             ordinal = self._next(name)
-            return (_row_change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal),)
+            return (_row_change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal, lsn),)
         if isinstance(msg, Truncate):
             cached = [lookup(relid, "T") for relid in msg.relids]
             relations = tuple(entry.relation for entry in cached)
             options = msg.options
+            at = self._next
             return tuple(
-                Change(OP_TRUNCATE, rel, "", None, None, self._next(name), relations, options, None)
+                Change(OP_TRUNCATE, rel, "", None, None, at(name), relations, options, None, lsn)
                 for rel, name in cached
             )
         if isinstance(msg, LogicalMessage) and msg.transactional:
             ordinal = self.ordinal
             self.ordinal = ordinal + 1
-            return (Change(OP_MESSAGE, None, "", None, None, ordinal, (), 0, msg),)
+            return (Change(OP_MESSAGE, None, "", None, None, ordinal, (), 0, msg, lsn),)
         raise StreamSequenceError(
             type(msg).__name__, "message cannot appear among a transaction's changes"
         )
@@ -113,7 +115,10 @@ def _row_change(
     old: TupleData | None,
     new: TupleData | None,
     ordinal: int,
+    lsn: int,
 ) -> Change:
-    """`Change(op, relation, old_kind, old, new, ordinal, (), 0, None)`, built in C."""
-    change: Change = new_tuple(_CHANGE, (op, relation, old_kind, old, new, ordinal, (), 0, None))
+    """`Change(op, relation, old_kind, old, new, ordinal, (), 0, None, lsn)`, built in C."""
+    change: Change = new_tuple(
+        _CHANGE, (op, relation, old_kind, old, new, ordinal, (), 0, None, lsn)
+    )
     return change

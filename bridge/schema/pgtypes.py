@@ -180,6 +180,7 @@ def _s(avro_type: str, **extra: Any) -> AvroSchema:
 
 
 _STRING, _LONG = _s("string"), _s("long")
+_MICRO_TIMESTAMP: Final = "io.debezium.time.MicroTimestamp"
 _TEXT = (_STRING, Wire.TEXT)
 _STATIC: dict[int, tuple[AvroSchema, Wire]] = {
     16: (_s("boolean"), Wire.BOOL),
@@ -266,7 +267,11 @@ def _column_type(
     if t.oid == _TIMESTAMPTZ_OID:
         if options.timestamptz_mode == "iso":
             return _typed(_STRING, t, Wire.TIMESTAMPTZ_ISO)
-        return _typed(_s("long", logicalType="timestamp-micros"), t, Wire.TIMESTAMPTZ)
+        # Debezium's name for int64 µs since the epoch: without it Connect-based consumers
+        # (Debezium's JDBC sink via an Avro converter) see a plain int64 and the sink binds
+        # a bigint to the timestamptz column. The value is UTC, the sink's default zone.
+        schema = _s("long", logicalType="timestamp-micros", **{"connect.name": _MICRO_TIMESTAMP})
+        return _typed(schema, t, Wire.TIMESTAMPTZ)
     spec = _STATIC.get(t.oid) if t.namespace == "pg_catalog" else None
     if spec is None and t.kind == KIND_BASE:
         spec = _EXTENSIONS.get(t.name)

@@ -292,7 +292,7 @@ class IncrementalSnapshotter:
         else:
             run.last_key = window.last_key
         # The next chunk starts now; this one's position is stored once it is acknowledged.
-        self._last_lsn = int(tx.base["lsn"])
+        self._last_lsn = int(tx.base["commit_lsn"])
         self._unacked.append(_Mark(self._last_lsn, run.run_id, run.detail(), False))
         self._advance(self._last_lsn)
         return out

@@ -96,7 +96,8 @@ def encode_rows(
     change: Change | None = None
     for row in rows:
         kinds = all_text if None not in row else bytes(_kind(v) for v in row)
-        change = Change(OP_READ, relation, "", None, TupleData(kinds, row), 0, (), 0, None)
+        new = TupleData(kinds, row)
+        change = Change(OP_READ, relation, "", None, new, 0, (), 0, None, source.commit_lsn)
         out += records(change, source)
     return out, change
 

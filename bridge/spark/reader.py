@@ -39,7 +39,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.avro.functions import from_avro
 
 from bridge.errors import ConfigError, SchemaError
-from bridge.spark.registry import SchemaSource, defaulted_row, row_fields
+from bridge.spark.registry import SchemaSource, defaulted_row, row_fields, source_fields
 
 Tombstones = Literal["drop", "keep"]
 # (topic, value schema id, tombstone key schema id, schema id of a create's old key header)
@@ -272,7 +272,7 @@ class ChangeDecoder:
                 else row[f].alias(f)
                 for f in fields
             ),
-            source["lsn"].alias("_lsn"),
+            _commit_lsn(source, reader).alias("_lsn"),
             source["txId"].alias("_txid"),
             sf.timestamp_millis(source["ts_ms"]).alias("_commit_ts"),
             (e["op"] == "d").alias("_deleted"),
@@ -418,7 +418,9 @@ def read_changes(
     streaming: bool = False,
 ) -> DataFrame | ChangeStream:
     """Change rows of the bridge's topics: `op`, the row's columns (the after-image, the
-    before-image for deletes), `_lsn` (commit LSN), `_txid`, `_commit_ts`, `_deleted`,
+    before-image for deletes), `_lsn` (commit LSN: `source.commit_lsn`, or `source.lsn` in
+    records written before that field existed, when `lsn` was the commit LSN), `_txid`,
+    `_commit_ts`, `_deleted`,
     `_unchanged` (unsent TOASTed columns), `_oldkey` (on the create of a primary-key change:
     the old key as JSON, from its `__debezium.oldkey` header), `_topic`, `_partition`,
     `_offset`, and with tombstones="keep" `_tombstone` (tombstone rows carry the key columns
@@ -440,3 +442,15 @@ def read_changes(
         return decoder.decode(raw, groups)
     finally:
         schemas.close()
+
+
+def _commit_lsn(source: Column, reader: str) -> Column:
+    """The transaction's commit LSN, the position changes are ordered by.
+
+    `source.lsn` is the change's own LSN (Debezium's meaning), which does not follow
+    commit order across transactions; `source.commit_lsn` does. Records from bridges
+    before that field existed carried the commit LSN in `lsn`, and read as null
+    `commit_lsn` through the reader schema, so the coalesce keeps them ordered too."""
+    if "commit_lsn" not in source_fields(reader):
+        return source["lsn"]
+    return sf.coalesce(source["commit_lsn"], source["lsn"])

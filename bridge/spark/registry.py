@@ -79,6 +79,17 @@ def _schema_text(body: dict[str, Any], what: str) -> str:
     return text
 
 
+def source_fields(schema_text: str) -> list[str]:
+    """Field names of a change envelope's `source` record; none for a key record."""
+    schema = json.loads(schema_text)
+    for field in schema.get("fields", []):
+        if isinstance(field, dict) and field.get("name") == "source":
+            kind = field.get("type")
+            if isinstance(kind, dict):
+                return [str(f["name"]) for f in kind.get("fields", [])]
+    return []
+
+
 def row_fields(schema_text: str) -> list[str]:
     """Column names of a change envelope's row record (or of a key record)."""
     return [str(f["name"]) for f in _row_record(schema_text).get("fields", [])]

@@ -113,7 +113,7 @@ class Capture:
                 raw = bytes(data.payload)
                 msg = self.decoder.decode(raw)
                 self.messages.append(msg)
-                for event in self.assembler.feed(msg, raw, data.wal_end):
+                for event in self.assembler.feed(msg, raw, data.wal_start, data.wal_end):
                     self.events.append((len(self.messages) - 1, event))
             return until()
 

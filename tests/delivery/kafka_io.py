@@ -36,7 +36,7 @@ class Rec(NamedTuple):
     @property
     def commit_lsn(self) -> int:
         assert self.value is not None
-        return int(self.value["source"]["lsn"])
+        return int(self.value["source"]["commit_lsn"])
 
 
 def create_topics(bootstrap: str, topics: Iterable[str], partitions: int = 3) -> list[str]:

@@ -11,6 +11,7 @@ where this raises.
 from __future__ import annotations
 
 import io
+import json
 import struct
 from typing import Any
 
@@ -46,7 +47,10 @@ class Oracle:
         self.key_names = [table.field_names[pos] for pos in table.key_positions]
 
     def records(self, change: Change, tx: TxSource) -> list[Record]:
+        last = None if tx.last_commit_lsn is None else str(tx.last_commit_lsn)
+        sequence = json.dumps([last, str(change.lsn)], separators=(",", ":"))  # as Jackson writes
         source = {**tx.base, "schema": self.table.relation.namespace}
+        source.update(lsn=change.lsn, sequence=sequence)
         source["table"] = self.table.relation.name
         op = change.op
         if op == "t":

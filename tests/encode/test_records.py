@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import struct
 from typing import Any
 
@@ -42,10 +43,13 @@ def tup(*values: object) -> TupleData:
     return TupleData(kinds, tuple(v if isinstance(v, bytes) else None for v in values))
 
 
+CHANGE_LSN = 0x1_0000_0010  # the change's own LSN, before its transaction's commit
+
+
 def change(
     op: str, old: TupleData | None = None, new: TupleData | None = None, kind: str = ""
 ) -> Change:
-    return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None)
+    return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None, CHANGE_LSN)
 
 
 def encode(c: Change, toast_mode: ToastMode = "list", tombstones: bool = True) -> list[Record]:
@@ -82,8 +86,20 @@ def test_insert_is_framed_and_carries_the_source_block() -> None:
         "public",
         "items",
         731,
-        0x1_0000_0028,
+        CHANGE_LSN,
     )
+    assert source["commit_lsn"] == 0x1_0000_0028
+    assert source["sequence"] == f'[null,"{CHANGE_LSN}"]'  # no commit seen before this one
+
+
+def test_sequence_is_debeziums_last_commit_and_own_lsn() -> None:
+    """Debezium's SourceInfo.sequence(): ["<last commit LSN>", "<this LSN>"] as strings."""
+    tx = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0, 0x1_0000_0008)
+    records = ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(
+        change("c", new=tup(b"1", None, None)), tx
+    )
+    source = read(records[0][1], ENVELOPE, VALUE_ID)["source"]
+    assert json.loads(source["sequence"]) == [str(0x1_0000_0008), str(CHANGE_LSN)]
 
 
 def test_delete_is_followed_by_a_tombstone_unless_disabled() -> None:
@@ -187,6 +203,8 @@ _longs = st.integers(-(2**63), 2**63 - 1)
     db=_names,
     xid=st.none() | _longs,
     lsn=_longs,
+    change_lsn=_longs,
+    last_commit=st.none() | _longs,
     commit_ts=st.integers(-(2**62), 2**62),
     version=_names,
     snapshot=st.sampled_from(["false", "true", "last", "incremental"]),
@@ -198,6 +216,8 @@ def test_source_block_parts_equal_fastavro(
     db: str,
     xid: int | None,
     lsn: int,
+    change_lsn: int,
+    last_commit: int | None,
     commit_ts: int,
     version: str,
     snapshot: str,
@@ -205,23 +225,25 @@ def test_source_block_parts_equal_fastavro(
     table: str,
 ) -> None:
     """The pre-encoded source block is byte for byte what fastavro writes for its dict."""
-    tx = TxSource(SourceBlock(server, db, version, snapshot), xid, lsn, commit_ts)
+    tx = TxSource(SourceBlock(server, db, version, snapshot), xid, lsn, commit_ts, last_commit)
     buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, {**tx.base, "schema": schema, "table": table})
-    head, tail = tx.ends()
+    sequence = json.dumps([None if last_commit is None else str(last_commit), str(change_lsn)])
+    datum = {**tx.base, "schema": schema, "table": table, "lsn": change_lsn}
+    datum["sequence"] = sequence.replace(", ", ",")
+    fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, datum)
     fields = bytearray()
     for name in (schema, table):
         fastavro.schemaless_writer(fields_buf := io.BytesIO(), "string", name)
         fields += fields_buf.getvalue()
-    assert head + fields + tail == buf.getvalue()
+    assert tx.block_for(bytes(fields), change_lsn) == buf.getvalue()
 
 
 def test_source_block_refuses_values_outside_the_schema() -> None:
     """An xid beyond Avro's long is a SchemaError naming the table."""
     tx = TxSource(SourceBlock("srv", "db", "v"), 2**64, 1, 0)
     with pytest.raises(ValueError):
-        tx.ends()
+        tx.block_for(b"", 1)
     with pytest.raises(SchemaError, match=r"public\.items: the source block"):
-        ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx)
+        ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx, 1)
     with pytest.raises(SchemaError):
         ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(change("c", new=tup(b"1", b"a", None)), tx)

@@ -56,11 +56,12 @@ def decode_streamed(data: bytes) -> Message:
     return msg
 
 
-def feed(asm: EventAssembler, *msgs: Message, wal_end: int = 0) -> list[Event]:
-    """Feed messages in order, consuming each returned iterable before the next feed."""
+def feed(asm: EventAssembler, *msgs: Message, wal_end: int = 0, wal_start: int = 0) -> list[Event]:
+    """Feed messages in order, consuming each returned iterable before the next feed;
+    all at XLogData start `wal_start`."""
     out: list[Event] = []
     for msg in msgs:
-        out.extend(asm.feed(msg, raw(msg), wal_end))
+        out.extend(asm.feed(msg, raw(msg), wal_start, wal_end))
     return out
 
 

@@ -83,7 +83,7 @@ def test_large_plain_transaction_runs_in_constant_memory(make: Make, spill_dir: 
     tracemalloc.start()
     try:
         for i in range(100_000):
-            out = list(asm.feed(msg, data, i))
+            out = list(asm.feed(msg, data, i, i))
             assert len(out) == (2 if i == 0 else 1)
             if i == 1000:
                 baseline = tracemalloc.get_traced_memory()[0]
@@ -253,7 +253,7 @@ def test_relation_dropped_with_subtransaction_is_sent_again(make: Make) -> None:
 def test_unknown_relation_in_stream_fails_at_replay(make: Make) -> None:
     asm = make()
     feed(asm, *stream(10, ins(b"a", 10, relid=4242)))
-    events = iter(asm.feed(StreamCommit(10, 0, 1, 2, 0), b"", 0))
+    events = iter(asm.feed(StreamCommit(10, 0, 1, 2, 0), b"", 0, 0))
     assert isinstance(next(events), TxBegin)
     with pytest.raises(ProtocolError, match="4242"):
         next(events)
@@ -272,6 +272,29 @@ def test_commit_prepared_releases_at_the_commit_position(make: Make) -> None:
     assert values(out) == [b"x"]
     assert out[-1] == TxCommit(33, 900, 910, 9, {"public.t": 1})
     assert asm.hold_lsn() is None
+
+
+def test_every_change_carries_the_lsn_it_was_sent_at(make: Make) -> None:
+    """Debezium's `source.lsn`: the XLogData start of the change's own message, also for
+    changes held back (streamed, prepared) and replayed at their commit."""
+    asm = make()
+    out = feed(asm, REL, Begin(1000, 77, 900), wal_start=600)
+    out += feed(asm, ins(b"a"), wal_start=610)
+    out += feed(asm, Truncate(None, 0, (RELID,)), wal_start=620)
+    out += feed(asm, Commit(0, 1000, 1010, 77), wal_start=1010)
+    held = feed(asm, BeginPrepare(1100, 1110, 5, 33, "g"), wal_start=1020)
+    held += feed(asm, ins(b"p"), wal_start=1030)
+    held += feed(asm, Prepare(0, 1100, 1110, 5, 33, "g"), wal_start=1110)
+    held += feed(asm, *stream(44, ins(b"s", 44)), wal_start=1120)
+    assert held == []
+    out += feed(asm, CommitPrepared(0, 1200, 1210, 9, 33, "g"), wal_start=1210)
+    out += feed(asm, StreamCommit(44, 0, 1300, 1310, 0), wal_start=1310)
+    assert [(c.op, c.lsn) for c in changes(out)] == [
+        ("c", 610),
+        ("t", 620),
+        ("c", 1030),
+        ("c", 1120),
+    ]
 
 
 def test_rollback_prepared_drops_the_transaction(make: Make, spill_dir: Path) -> None:

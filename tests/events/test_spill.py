@@ -193,7 +193,7 @@ def test_million_row_streamed_transaction_stays_within_the_bound(spill_dir: Path
     feed(asm, REL, StreamStart(7, True))
     msg = ins(b"", 7)
     for i in range(rows):
-        asm.feed(msg, b"%d" % i, i)
+        asm.feed(msg, b"%d" % i, 1000 + i, i)
         if i % 50_000 == 0:
             assert pool.in_memory_bytes <= limit
     feed(asm, StreamStop())
@@ -202,11 +202,12 @@ def test_million_row_streamed_transaction_stays_within_the_bound(spill_dir: Path
 
     expected = 0
     commit = None
-    for event in asm.feed(StreamCommit(7, 0, 900, 910, 0), b"", 0):
+    for event in asm.feed(StreamCommit(7, 0, 900, 910, 0), b"", 0, 0):
         if isinstance(event, TxCommit):
             commit = event
         elif isinstance(event, Change):
             assert event.new.values[0] == b"%d" % expected  # type: ignore[union-attr]
+            assert event.lsn == 1000 + expected  # its own LSN, kept through the spill file
             expected += 1
     assert expected == rows
     assert commit is not None and commit.event_count_by_table == {"public.t": rows}

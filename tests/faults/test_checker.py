@@ -15,7 +15,7 @@ pytestmark = pytest.mark.fault
 
 
 def rec(txn: int, row: int, lsn: int, offset: int, append_ms: int, partition: int = 0) -> Rec:
-    value: dict[str, Any] = {"after": {"txn": txn, "row": row}, "source": {"lsn": lsn}}
+    value: dict[str, Any] = {"after": {"txn": txn, "row": row}, "source": {"commit_lsn": lsn}}
     return Rec("t", partition, offset, append_ms, {"id": txn * 10 + row}, value)
 
 

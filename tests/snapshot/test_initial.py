@@ -68,7 +68,7 @@ def snapshot_while_writing(
     ).fetchone()
     assert row is not None
     point = LSN.parse(row[0])
-    assert all(r.value is not None and r.value["source"]["lsn"] >= point for r in streamed)
+    assert all(r.value is not None and r.value["source"]["commit_lsn"] >= point for r in streamed)
     nokey = topic("public.nokey").read()
     assert sorted(r.value["after"]["a"] for r in nokey if r.value) == list(range(1, 2501))
     last = [

@@ -140,7 +140,7 @@ def _back_in_time(records: list[Rec]) -> list[str]:
     for rec in records:
         if rec.key is None or rec.value is None:  # a tombstone follows its delete
             continue
-        key, op, lsn = rec.key["id"], rec.value["op"], rec.value["source"]["lsn"]
+        key, op, lsn = rec.key["id"], rec.value["op"], rec.value["source"]["commit_lsn"]
         before = newest.get(key, 0)
         if lsn < before:
             found.append(f"key {key}: {op} at {LSN(lsn)} after {LSN(before)}")
