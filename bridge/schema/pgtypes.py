@@ -14,6 +14,8 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
   int8, oid, xid, cid, xid8 long                            int
   float4 / float8           float / double                  float (float4 rounded to single)
   numeric(p,s)              bytes decimal(p', s')           Decimal with scale s; NaN -> None
+                            (p' > 38: wide_decimal_mode "string" (default): the text |
+                            "double" | "decimal"; decimal_mode double/string: all p)
   numeric (no typmod)       numeric_mode "string" (default): PostgreSQL text, "NaN",
                             "Infinity" kept | "double": float (nan/inf kept) |
                             "variable": record bridge.pg.VariableScaleDecimal
@@ -24,15 +26,21 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
   multiranges, composites and unknown types
                             string                          PostgreSQL's text output
   uuid                      string (logicalType uuid)       "xxxxxxxx-xxxx-..."
-  bytea                     bytes                           bytes
+  bytea                     bytes (binary_mode base64/hex: string)
   date                      int (logicalType date)          days since 1970-01-01
   time                      long (time-micros)              µs since midnight (<= 24:00:00)
-  timestamp                 long (timestamp-micros)         µs since epoch, read as UTC
+                            (time_precision_mode connect/adaptive: int time-millis)
+  timestamp                 long (local-timestamp-micros)   µs since epoch of the wall clock
+                            (timestamp_mode "instant": timestamp-micros; connect/adaptive:
+                            millis)
   timestamptz               timestamptz_mode "micros" (default): long timestamp-micros, UTC |
                             "iso": string "2020-01-01T12:00:00.5Z" (years outside 0-9999 as
                             -0043 / +10000)
   interval                  record bridge.pg.Interval {months:int, days:int, micros:long}
-  hstore                    map of ["null", string]         dict
+                            (interval_mode "string": ISO 8601 | "numeric": MicroDuration µs)
+  hstore                    map of ["null", string]         dict (hstore_mode json: string)
+Temporal, decimal, uuid, json, enum and interval schemas carry Debezium's connect.name
+(and connect.version / connect.parameters) beside the Avro logical type.
   T[]                       array of ["null", T], nested to the column's dimension count
 
 Special values, identical from both wire formats:
@@ -40,7 +48,11 @@ Special values, identical from both wire formats:
   tells the caller the field must be nullable even for NOT NULL columns).
 - date ±infinity: int32 max / min; timestamp(tz) ±infinity: int64 max / min (as
   Debezium), "infinity"/"-infinity" in iso mode. Timestamps after 294247 AD do not fit
-  an int64 of Unix µs and clamp to the same sentinels.
+  an int64 of Unix µs and clamp to the same sentinels. With out_of_range "clamp"
+  (default) ColumnType.bounds gives the range every consumer reads (0001-01-01 ..
+  9999-12-31 23:59:59.999999, timestamptz 0001-01-03 .. 9999-12-30 23:59:59.999999 UTC,
+  time below 24:00): the encoder clamps values outside it
+  and names them in the envelope's special_values (bridge.encode.plan).
 - interval ±infinity (PostgreSQL 17+): every field at its max / min.
 - money: lc_monetary must have two fraction digits (the text form is read as cents).
 - numeric(p,s) with s < 0 maps to decimal(p - s, 0); with s > p to decimal(s, s).
@@ -92,6 +104,11 @@ _US_PER_DAY: Final = 86_400_000_000
 TIMESTAMP_MIN_US: Final = DATE_MIN * _US_PER_DAY
 TIMESTAMP_MAX_US: Final = (DATE_MAX + 1) * _US_PER_DAY - 1
 TIME_MAX_US: Final = _US_PER_DAY - 1
+# An instant is read as local time by some consumers (Spark's collect() of a TimestampType,
+# through Python's datetime.fromtimestamp): one more day inside each end keeps every time
+# zone's local value, and the conversion's own day of margin, within years 1..9999.
+TIMESTAMPTZ_MIN_US: Final = TIMESTAMP_MIN_US + 2 * _US_PER_DAY
+TIMESTAMPTZ_MAX_US: Final = TIMESTAMP_MAX_US - _US_PER_DAY
 # Debezium's semantic type names (connect.name) and the Kafka Connect Decimal.
 _DEBEZIUM_DATE: Final = "io.debezium.time.Date"
 _CONNECT_DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
@@ -436,7 +453,7 @@ def _timestamptz_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnTy
         schema = _connect(_STRING, "io.debezium.time.ZonedTimestamp")
         return _typed(schema, t, Wire.TIMESTAMPTZ_ISO)
     typed = _typed(_s("long", logicalType="timestamp-micros"), t, Wire.TIMESTAMPTZ)
-    return _bounded(typed, TIMESTAMP_MIN_US, TIMESTAMP_MAX_US, options)
+    return _bounded(typed, TIMESTAMPTZ_MIN_US, TIMESTAMPTZ_MAX_US, options)
 
 
 def _bytea_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:

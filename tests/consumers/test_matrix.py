@@ -65,21 +65,21 @@ class _IntervalFields(Loader):
 def _expected(conn: psycopg.Connection[Any], col: Col, rid: int) -> Expected:
     """psycopg's value of one cell; PostgreSQL's text where Python cannot hold it."""
     c = sql.Identifier(col.name)
-    text_expr = sql.SQL("CASE WHEN {c} IS NULL THEN NULL ELSE format('%s', {c}) END").format(c=c)
+    text_expr = sql.SQL("CASE WHEN {c} IS NULL THEN NULL ELSE format('%%s', {c}) END").format(c=c)
     query = sql.SQL("SELECT {} FROM {} WHERE id = %s")
     text = conn.execute(query.format(text_expr, sql.Identifier(TABLE)), (rid,)).fetchone()
     assert text is not None
     if col.text:
-        return Expected(text[0])
+        return Expected(text[0], text[0])
     expr = sql.SQL(col.select).format(c=c)
     binary = col.sql_type == "interval"
     try:
         with conn.cursor(binary=binary) as cur:
             row = cur.execute(query.format(expr, sql.Identifier(TABLE)), (rid,)).fetchone()
     except psycopg.DataError:  # infinity, BC, year > 9999, 24:00:00
-        return Expected(None, special=text[0])
+        return Expected(None, text[0], loaded=False)
     assert row is not None
-    return Expected(row[0])
+    return Expected(row[0], text[0])
 
 
 def _fastavro(registry: SchemaRegistryClient, payload: bytes) -> Any:

@@ -108,7 +108,7 @@ CLAMPED_AFTER = {
     "d": dt.date(9999, 12, 31),
     "t": dt.time(23, 59, 59, 999_999),
     "ts": dt.datetime(1, 1, 1),
-    "tz": dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    "tz": dt.datetime(9999, 12, 30, 23, 59, 59, 999_999, tzinfo=UTC),  # a day inside
     "n": None,
     "da": [dt.date(2020, 1, 1), dt.date(9999, 12, 31), None],
     "w": "1.5",
@@ -177,7 +177,7 @@ def test_bc_and_far_future_values_clamp_with_their_text() -> None:
     envelope = read(t, value)
     assert envelope["after"]["d"] == dt.date(1, 1, 1)
     assert envelope["after"]["ts"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999_999)
-    assert envelope["after"]["tz"] == dt.datetime(1, 1, 1, tzinfo=UTC)
+    assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
     assert envelope["after"]["w"] == "NaN"  # the wide numeric's string keeps NaN itself
     assert envelope["special_values"] == {
         "after.d": "4713-01-01 BC",
@@ -185,6 +185,20 @@ def test_bc_and_far_future_values_clamp_with_their_text() -> None:
         "after.tz": "0044-03-15 12:00:00+00 BC",
         "after.n": "-Infinity",
     }
+
+
+def test_timestamptz_keeps_a_day_inside_for_local_time_conversions() -> None:
+    """0001-01-01 UTC is valid, but a consumer converting it to local time (Spark's
+    collect()) leaves year 1: timestamptz is clamped one day further inside."""
+    t = table(CodecOptions())
+    row = (b"4", b"0001-01-01", b"00:00:00", b"0001-01-01 00:00:00", b"0001-01-02 12:00:00+00",
+           b"1", b"{}", b"1")  # fmt: skip
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
+    envelope = read(t, value)
+    assert envelope["after"]["d"] == dt.date(1, 1, 1)
+    assert envelope["after"]["ts"] == dt.datetime(1, 1, 1)
+    assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
+    assert envelope["special_values"] == {"after.tz": "0001-01-02 12:00:00+00"}
 
 
 def test_update_and_delete_name_before_and_after() -> None:

@@ -58,6 +58,13 @@ _TS_SPECIAL = {
     b"infinity": Special(INT64_MAX, _MAX_US, dt.datetime.max, "infinity"),
     b"-infinity": Special(-INT64_MAX - 1, _MIN_US, dt.datetime.min, "-infinity"),
 }
+_MIN_TZ_US, _MAX_TZ_US = _MIN_US + 2 * 86_400_000_000, _MAX_US - 86_400_000_000
+_TSTZ_SPECIAL = {
+    b"infinity": Special(
+        INT64_MAX, _MAX_TZ_US, dt.datetime(9999, 12, 30, 23, 59, 59, 999_999), "infinity"
+    ),
+    b"-infinity": Special(-INT64_MAX - 1, _MIN_TZ_US, dt.datetime(1, 1, 3), "-infinity"),
+}
 _TIME_SPECIAL = {b"24:00:00": Special(86_400_000_000, 86_399_999_999, dt.time.max, "24:00:00")}
 
 
@@ -77,8 +84,19 @@ class _Timestamp(TimestampLoader):
 
 
 class _Timestamptz(TimestamptzLoader):
+    """Values within a day of years 1 and 9999 are clamped further inside (pgtypes)."""
+
     def load(self, data: Buffer) -> Any:
-        return _TS_SPECIAL.get(bytes(data)) or super().load(data)
+        special = _TSTZ_SPECIAL.get(bytes(data))
+        if special is not None:
+            return special
+        value = super().load(data)
+        us = (value - EPOCH) // US
+        if _MIN_TZ_US <= us <= _MAX_TZ_US:
+            return value
+        clamped = min(max(us, _MIN_TZ_US), _MAX_TZ_US)
+        plain = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=clamped)
+        return Special(us, clamped, plain, bytes(data).decode())
 
 
 class _IntervalFields(Loader):
