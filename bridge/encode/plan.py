@@ -143,6 +143,7 @@ class _Column:
         self.specials = specials
         self.low, self.high = t.bounds or (_LONG_MIN, _LONG_MAX)
         self.clamped_elements = codec.clamped  # arrays of bounded elements
+        self.bounded = t.bounds is not None  # a scalar with bounds: its values are ints
         self.checked = (
             t.bounds is not None
             or codec.clamped is not None
@@ -385,7 +386,8 @@ def _write_value(
         _write_inline(parts, column, shape, v)
         return
     x = column.text(v) if text else column.binary(v)
-    if column.checked:
+    # a bounded scalar within its bounds (the common case) needs no call
+    if column.checked and not (column.bounded and column.low <= x <= column.high):
         x = column.check(x, v, text)
     _write_converted(parts, keys, column, x, v)
 
