@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             "ts_ms": 0,
             "transaction": None,
             "unchanged_fields": None,
+            "special_values": None,
         }
         for row in converted
     ]

@@ -299,6 +299,34 @@ class AvroConfig(_Section):
 
     timestamptz_mode: Literal["micros", "iso"] = "micros"
     numeric_mode: Literal["string", "double", "variable"] = "string"
+    timestamp_mode: Literal["local", "instant"] = Field(
+        "local", description="timestamp: local-timestamp-micros, or timestamp-micros (UTC)"
+    )
+    wide_decimal_mode: Literal["string", "double", "decimal"] = Field(
+        "string", description="numeric(p, s) with p > 38, which Spark's decimal cannot hold"
+    )
+    out_of_range: Literal["clamp", "sentinel"] = Field(
+        "clamp",
+        description="dates/timestamps outside 0001..9999 and time 24:00: clamped and listed "
+        "in special_values, or Debezium's int32/int64 sentinels",
+    )
+    decimal_mode: Literal["precise", "double", "string"] = Field(
+        "precise", description="Debezium's decimal.handling.mode, for numeric(p, s)"
+    )
+    binary_mode: Literal["bytes", "base64", "hex"] = Field(
+        "bytes", description="Debezium's binary.handling.mode, for bytea"
+    )
+    time_precision_mode: Literal["micros", "connect", "adaptive"] = Field(
+        "micros", description="Debezium's time.precision.mode, for date, time and timestamp"
+    )
+    interval_mode: Literal["record", "string", "numeric"] = Field(
+        "record",
+        description="interval as {months, days, micros}, Debezium's ISO 8601 string "
+        "or its MicroDuration (interval.handling.mode)",
+    )
+    hstore_mode: Literal["map", "json"] = Field(
+        "map", description="Debezium's hstore.handling.mode"
+    )
     toast_mode: Literal["list", "placeholder"] = "list"
     toast_reselect: bool = Field(
         False,

@@ -40,6 +40,12 @@ WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 """
 
 
+def codec_options(cfg: Config) -> CodecOptions:
+    """The `avro.*` settings that decide column schemas (every CodecOptions field)."""
+    fields = CodecOptions.__dataclass_fields__
+    return CodecOptions(**{k: v for k, v in cfg.avro.model_dump().items() if k in fields})
+
+
 def load_table_details(conn: Any, relid: int) -> TableDetails:
     """Primary key, array dimensions and missing values, which the Relation message does
     not carry."""
@@ -177,7 +183,7 @@ def encoder_cache(
         lambda oid: load_table_details(conn, oid),
         topic_creator(cfg).wrap(topic_for) if cfg.kafka.topic_creation else topic_for,
         server_name=cfg.kafka.topic_prefix,
-        options=CodecOptions(cfg.avro.timestamptz_mode, cfg.avro.numeric_mode),
+        options=codec_options(cfg),
         toast_mode=cfg.avro.toast_mode,
         tombstones=cfg.pipeline.tombstones,
         binary=binary,

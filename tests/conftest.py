@@ -103,6 +103,22 @@ def _restore_stack() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def spark(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One SparkSession (Kafka, Avro and Delta jars) for the Spark tests and the consumer
+    matrix: it takes seconds to start on two cores, so it is started once, lazily, and
+    stopped at session end. Requests `stack` first: its installer provides the JDK and
+    Maven the jars need; pyspark is imported here, not by every test run."""
+    from bridge.spark.jars import spark_session  # noqa: PLC0415 (pyspark: slow to import)
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = spark_session("bridge-tests", extra_conf={"spark.sql.warehouse.dir": str(warehouse)})
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
 def pg_modern() -> Iterator[Any]:
     load_stack_module()  # puts deploy/local, where stack_pg_npm lives, on sys.path
     cluster = importlib.import_module("stack_pg_npm").ModernPostgres()

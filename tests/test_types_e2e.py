@@ -9,9 +9,12 @@ documented Avro representation. One Pipeline run per mode. The database sets a
 non-UTC TimeZone and non-default output styles (HOSTILE_SETTINGS).
 
 Values are compared as written on the wire, temporal logical types left as numbers
-(`Decoders.raw`): a consumer that applies them (AvroDeserializer, fastavro) cannot
-represent the ±infinity sentinels or 24:00:00 and raises on such records, so the
-AvroDeserializer check covers the other rows.
+(`Decoders.raw`), and as confluent-kafka's AvroDeserializer returns them. By default
+±infinity and 24:00:00 are clamped (listed in the envelope's special_values) and every
+row is readable there; a third run keeps Debezium's sentinels (avro.out_of_range
+sentinel) and timestamp-micros for timestamp (avro.timestamp_mode instant): a consumer
+that applies the logical types cannot represent those sentinels, so the AvroDeserializer
+check covers the other rows there.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from psycopg.types import TypeInfo
 from psycopg.types.hstore import register_hstore
 from running import running
 from schema.every_type import (
+    INSTANT_PLAIN,
     LOADERS,
     PLAIN,
     RAW,
     ROWS,
+    SENTINEL_RAW,
     SETUP,
     Field,
     cell,
@@ -40,6 +45,7 @@ from schema.every_type import (
     expected_expr,
     fields,
     has_special,
+    specials,
     tag,
 )
 from schema.helpers import canon
@@ -57,9 +63,15 @@ HOSTILE_SETTINGS = (
 )
 
 
+# (wire format, avro settings): the defaults in both formats, then the old forms.
+OLD_FORMS = {"out_of_range": "sentinel", "timestamp_mode": "instant"}
+RUNS = {"text": ("text", {}), "binary": ("binary", {}), "text-sentinel": ("text", OLD_FORMS)}
+
+
 @dataclass
 class Outcome:
     mode: str
+    sentinel: bool
     fields: list[Field]
     selected: dict[int, dict[str, Any]]  # id -> field -> psycopg value
     received: list[Received]
@@ -91,9 +103,9 @@ def _select(conn: psycopg.Connection[Any], flds: list[Field]) -> dict[int, dict[
     return out
 
 
-@pytest.fixture(scope="module", params=["text", "binary"])
+@pytest.fixture(scope="module", params=list(RUNS))
 def outcome(request: pytest.FixtureRequest, stack: Any) -> Iterator[Outcome]:
-    mode: str = request.param
+    mode, avro = RUNS[request.param]
     dbname, prefix = unique("types"), unique("t")
     flds = fields(binary=mode == "binary")
     topic = f"{prefix}.public.{TABLE}"
@@ -109,7 +121,7 @@ def outcome(request: pytest.FixtureRequest, stack: Any) -> Iterator[Outcome]:
                 )
             )
             conn.execute(f"ALTER TABLE {TABLE} REPLICA IDENTITY FULL")
-            cfg = bridge_config(stack, dbname, prefix=prefix, binary=mode == "binary")
+            cfg = bridge_config(stack, dbname, prefix=prefix, binary=mode == "binary", avro=avro)
             with running(cfg) as bridge:
                 with conn.transaction():
                     for row in range(ROWS):
@@ -128,7 +140,8 @@ def outcome(request: pytest.FixtureRequest, stack: Any) -> Iterator[Outcome]:
             (decoders.raw(r.key) if r.key else None, decoders.raw(r.value) if r.value else None)
             for r in received
         ]
-        yield Outcome(mode, flds, selected, received, raw, decoders, topic)
+        sentinel = bool(avro)
+        yield Outcome(mode, sentinel, flds, selected, received, raw, decoders, topic)
     finally:
         stack.drop_database(dbname)
 
@@ -151,6 +164,8 @@ def test_registered_schema_maps_every_type(outcome: Outcome) -> None:
     assert before["name"] == "before"
     got = {f["name"]: tag(f["type"]) for f in before["type"][1]["fields"]}
     want = {f.name: f"array<{f.col.avro}>" if f.is_array else f.col.avro for f in outcome.fields}
+    if outcome.sentinel:  # avro.timestamp_mode instant
+        want = {k: v.replace("local-timestamp", "timestamp") for k, v in want.items()}
     assert got == {"id": "int", **want}
 
 
@@ -161,7 +176,7 @@ def test_inserts_carry_what_select_returns(outcome: Outcome) -> None:
     problems = [
         problem
         for key, value in creates
-        for problem in _mismatches(value["after"], outcome, key["id"], RAW)
+        for problem in _mismatches(value["after"], outcome, key["id"], _raw(outcome))
     ]
     assert not problems, f"{outcome.mode} mode:\n" + "\n".join(problems)
 
@@ -172,20 +187,55 @@ def test_deletes_carry_the_full_before_image(outcome: Outcome) -> None:
     problems = []
     for key, value in deletes[::2]:
         assert value["after"] is None
-        problems += _mismatches(value["before"], outcome, key["id"], RAW)
+        problems += _mismatches(value["before"], outcome, key["id"], _raw(outcome))
     assert not problems, f"{outcome.mode} mode:\n" + "\n".join(problems)
 
 
+def _raw(outcome: Outcome) -> dict[str, Callable[[Any], Any]]:
+    return SENTINEL_RAW if outcome.sentinel else RAW
+
+
+def test_special_values_name_each_clamped_value(outcome: Outcome) -> None:
+    """By default each clamped value (scalar, or an array holding one) and each NaN
+    numeric is listed with PostgreSQL's text; with sentinels only NaN is."""
+    for key, value in outcome.raw[:ROWS]:
+        row = outcome.selected[key["id"]]
+        want: dict[str, str] = {}
+        for f in outcome.fields:
+            texts = [] if outcome.sentinel else specials(row[f.name])
+            if texts:
+                want[f"after.{f.name}"] = texts[0] if not f.is_array else "<array>"
+            selected = row[f.name]
+            if not f.is_array and isinstance(selected, Decimal) and selected.is_nan():
+                want[f"after.{f.name}"] = "NaN"
+        got = dict(value["special_values"] or {})
+        for name, text in want.items():
+            if name not in got:
+                continue
+            if name.startswith("after.c_tstz"):
+                got[name] = text  # the text in the walsender's TimeZone, not this session's
+            elif text == "<array>":  # the array's text: its elements' texts
+                assert all(t in got[name] for t in specials(row[name[6:]])), got[name]
+                got[name] = text
+        assert got == want, key
+
+
 def test_avro_deserializer_reads_the_rows_python_can_hold(outcome: Outcome) -> None:
-    safe = {rid for rid, row in outcome.selected.items() if not any(map(has_special, row.values()))}
+    """By default every row; with sentinels the rows without one."""
+    safe = {
+        rid
+        for rid, row in outcome.selected.items()
+        if not (outcome.sentinel and any(map(has_special, row.values())))
+    }
     assert len(safe) >= 3  # the edge rows are few: most rows must be checked here
     problems = []
+    plain = INSTANT_PLAIN if outcome.sentinel else PLAIN
     for received in outcome.received[:ROWS]:
         assert received.key is not None and received.value is not None
         rid = outcome.decoders.key(outcome.topic, received.key)["id"]
         if rid in safe:
             value = outcome.decoders.value(outcome.topic, received.value)
-            problems += _mismatches(value["after"], outcome, rid, PLAIN)
+            problems += _mismatches(value["after"], outcome, rid, plain)
     assert not problems, f"{outcome.mode} mode:\n" + "\n".join(problems)
 
 

@@ -9,6 +9,8 @@ per-type tests and campaigns). Text and binary parsers return identical values.
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
@@ -24,7 +26,7 @@ from bridge.encode.ranges import (
     range_renderer,
     tstz_bound_utc,
 )
-from bridge.encode.temporal import iso_utc
+from bridge.encode.temporal import interval_iso, interval_micros, iso_utc, millis_of
 from bridge.errors import ValueConversionError
 from bridge.schema.catalog import TypeCatalog
 from bridge.schema.pgtypes import (
@@ -69,6 +71,27 @@ def _timestamptz_iso_binary(data: bytes) -> str:
     return iso_utc(bv.parse_timestamp(data))
 
 
+def _then(parse: Converter, after: Callable[[Any], Any]) -> Converter:
+    """A converter followed by a representation change (the handling modes)."""
+
+    def convert(raw: bytes) -> Any:
+        return after(parse(raw))
+
+    return convert
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _hex(data: bytes) -> str:
+    return data.hex()
+
+
+def _json(value: dict[str, str | None]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 # Wire shapes whose text form is the Avro string itself, with their binary reader.
 _TEXT_AS_IS: Final[dict[Wire, Converter | None]] = {
     Wire.TEXT: bv.parse_utf8,
@@ -93,7 +116,7 @@ _TEXT_AS_IS: Final[dict[Wire, Converter | None]] = {
     Wire.JSONB: bv.parse_jsonb,
 }
 # (text parser of the undecoded bytes, binary parser) of every other scalar shape.
-_PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
+_BASE_PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
     Wire.BOOL: (_decoded(tv.parse_bool), bv.parse_bool),
     Wire.BYTEA: (_decoded(tv.parse_bytea), bv.parse_bytea),
     Wire.INT2: (int, bv.parse_int2),
@@ -115,6 +138,23 @@ _PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
     Wire.INTERVAL: (_decoded(tv.parse_interval), bv.parse_interval),
     Wire.HSTORE: (_decoded(tv.parse_hstore), bv.parse_hstore),
 }
+# The handling modes: a representation of another shape's value.
+_DERIVED: Final[dict[Wire, tuple[Wire, Callable[[Any], Any]]]] = {
+    Wire.TIME_MILLIS: (Wire.TIME, millis_of),
+    Wire.TIMESTAMP_MILLIS: (Wire.TIMESTAMP, millis_of),
+    Wire.INTERVAL_ISO: (Wire.INTERVAL, interval_iso),
+    Wire.INTERVAL_MICROS: (Wire.INTERVAL, interval_micros),
+    Wire.HSTORE_JSON: (Wire.HSTORE, _json),
+    Wire.BYTEA_BASE64: (Wire.BYTEA, _base64),
+    Wire.BYTEA_HEX: (Wire.BYTEA, _hex),
+}
+_PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
+    **_BASE_PARSED,
+    **{
+        wire: (_then(_BASE_PARSED[base][0], after), _then(_BASE_PARSED[base][1], after))
+        for wire, (base, after) in _DERIVED.items()
+    },
+}
 # Binary range bounds whose Avro value is not already their text: rendered as text.
 _BOUND_RENDERERS: Final[dict[Wire, Converter]] = {
     Wire.INT8: rd.render_int(bv.parse_int8),
@@ -129,6 +169,25 @@ _BOUND_RENDERERS: Final[dict[Wire, Converter]] = {
 }
 
 
+# Binary value -> PostgreSQL's text, for the values a schema cannot hold (special_values).
+_SPECIAL_TEXT: Final[dict[Wire, Converter]] = {
+    Wire.DATE: rd.render_date,
+    Wire.TIME: rd.render_time,
+    Wire.TIME_MILLIS: rd.render_time,
+    Wire.TIMESTAMP: rd.render_timestamp,
+    Wire.TIMESTAMP_MILLIS: rd.render_timestamp,
+    Wire.TIMESTAMPTZ: rd.render_timestamptz,
+    Wire.DECIMAL: bv.numeric_text,
+    Wire.NUMERIC_VARIABLE: bv.numeric_text,
+}
+
+
+def special_text(wire: Wire) -> Converter | None:
+    """How a binary value of `wire` prints as PostgreSQL text, for the shapes whose
+    values can fall outside their schema (clamped temporal values, numeric NaN)."""
+    return _SPECIAL_TEXT.get(wire)
+
+
 def text_is_value(wire: Wire) -> bool:
     """The text form is the Avro string (no parsing, only UTF-8 validation)."""
     return wire in _TEXT_AS_IS
@@ -140,6 +199,9 @@ class ColumnCodec(NamedTuple):
     type: ColumnType
     text: Converter
     binary: Converter | None  # None: the type's binary format is not understood
+    # Arrays of bounded elements: an element clamped to its bounds appends here (the
+    # encoder reports the array in special_values); None for every other column.
+    clamped: list[int] | None = None
 
     @property
     def avro_schema(self) -> AvroSchema:
@@ -185,8 +247,56 @@ def column_codec(
 
 
 def codec_of(t: ColumnType) -> ColumnCodec:
+    element = t.element
+    if t.wire == Wire.ARRAY and element is not None and element.bounds is not None:
+        clamped: list[int] = []
+        text, binary = _array_converters(t, element, clamped)
+        return ColumnCodec(t, text, binary, clamped)
     text, binary = _converters(t)
     return ColumnCodec(t, text, binary)
+
+
+def array_text(t: ColumnType) -> Converter | None:
+    """PostgreSQL's text of a binary array value whose elements `special_text` prints
+    (the special_values entry of an array with a clamped element)."""
+    element = t.element
+    render = None if element is None else special_text(element.wire)
+    if render is None:
+        return None
+    parse = binary_array_parser(render, t.depth)
+
+    def text(raw: bytes) -> str:
+        return _array_literal(parse(raw))
+
+    return text
+
+
+def _array_literal(items: list[Any]) -> str:
+    out = []
+    for item in items:
+        if isinstance(item, list):
+            out.append(_array_literal(item))
+        elif item is None:
+            out.append("NULL")
+        elif item and not any(c in item for c in ' ,{}"\\') and item.upper() != "NULL":
+            out.append(item)
+        else:
+            out.append('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(out) + "}"
+
+
+def _clamping(parse: Any, bounds: tuple[int, int], clamped: list[int]) -> Any:
+    """An element parser that clamps to `bounds`, noting each clamp in `clamped`."""
+    low, high = bounds
+
+    def convert(item: Any) -> Any:
+        value = parse(item)
+        if value is None or low <= value <= high:
+            return value
+        clamped.append(1)
+        return low if value < low else high
+
+    return convert
 
 
 def _converters(t: ColumnType) -> tuple[Converter, Converter | None]:
@@ -203,8 +313,14 @@ def _converters(t: ColumnType) -> tuple[Converter, Converter | None]:
     return _range_converters(wire, element)
 
 
-def _array_converters(t: ColumnType, element: ColumnType) -> tuple[Converter, Converter | None]:
+def _array_converters(
+    t: ColumnType, element: ColumnType, clamped: list[int] | None = None
+) -> tuple[Converter, Converter | None]:
     elem_text, elem_binary = _element_parsers(element)
+    if clamped is not None and element.bounds is not None:
+        elem_text = _clamping(elem_text, element.bounds, clamped)
+        if elem_binary is not None:
+            elem_binary = _clamping(elem_binary, element.bounds, clamped)
     parse_text = text_array_parser(t.delim, elem_text, t.depth)
     binary = None if elem_binary is None else binary_array_parser(elem_binary, t.depth)
     return _decoded(parse_text), binary

@@ -25,7 +25,14 @@ from typing import Any, Final
 from bridge.config import ColumnRule
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column
 from bridge.encode.avro import Writer, compile_value_writer, decimal_bytes, long_bytes
-from bridge.encode.columns import BAD_INPUT, Converter, codec_of, text_is_value
+from bridge.encode.columns import (
+    BAD_INPUT,
+    Converter,
+    array_text,
+    codec_of,
+    special_text,
+    text_is_value,
+)
 from bridge.encode.rewrite import rewritten
 from bridge.encode.textvalues import wire_timestamptz
 from bridge.errors import ProtocolError, SchemaError, ValueConversionError
@@ -58,6 +65,10 @@ _AVRO_INT: Final = 1
 _AVRO_LONG: Final = 2
 _INT_MIN: Final = -(1 << 31)
 _INT_MAX: Final = (1 << 31) - 1
+_LONG_MIN: Final = -(1 << 63)
+_LONG_MAX: Final = (1 << 63) - 1
+# A special value: (Avro field name, PostgreSQL's text of the value).
+Special = tuple[str, str]
 # Text shapes declared by the wire form alone (the others: _CONVERT, or _UTF8 by
 # `text_is_value`).
 _TEXT_SHAPES: Final = {
@@ -95,6 +106,7 @@ class _Column:
         pos: int,
         t: ColumnType,
         key_slot: int,
+        specials: list[Special],
         rules: tuple[ColumnRule, ...] = (),
     ) -> None:
         codec = codec_of(t)
@@ -131,6 +143,20 @@ class _Column:
             self.text = rewritten(self.text, rules)
             self.binary = rewritten(self.binary, rules)
             self.text_shape = self.binary_shape = _CONVERT
+        # Values outside (low, high) are clamped and reported in `specials` (shared with
+        # the plan); NaN numerics (converted to None) are reported too. `checked`: the
+        # converted values of this column need the test; inline timestamptz values are
+        # compared always, against the whole long range when not bounded.
+        self.specials = specials
+        self.low, self.high = t.bounds or (_LONG_MIN, _LONG_MAX)
+        self.clamped_elements = codec.clamped  # arrays of bounded elements
+        self.bounded = t.bounds is not None  # a scalar with bounds: its values are ints
+        self.checked = (
+            t.bounds is not None
+            or codec.clamped is not None
+            or t.wire in (Wire.DECIMAL, Wire.NUMERIC_VARIABLE)
+        )
+        self.special_text: Converter = special_text(t.wire) or array_text(t) or _utf8
         self.placeholder = _NULL  # an unchanged TOASTed value in `placeholder` mode
         if avro_type in ("string", "bytes") and "logicalType" not in t.avro_schema:
             self.placeholder = _SOME + _string_body(UNAVAILABLE.encode())
@@ -143,6 +169,34 @@ class _Column:
 
     def error(self, value: object, reason: object) -> ValueConversionError:
         return ValueConversionError(self.table, self.pg_name, self.pg_type, value, reason)
+
+    def special(self, raw: bytes, text: bool) -> None:
+        """Report a value its schema cannot hold with PostgreSQL's text of it."""
+        self.specials.append((self.name, raw.decode() if text else self.special_text(raw)))
+
+    def check(self, x: Any, raw: bytes, text: bool) -> Any:
+        """A converted value of a `checked` column: NaN (None) reported, a value outside
+        (low, high) clamped, an array with clamped elements reported."""
+        clamped = self.clamped_elements
+        if clamped is not None:
+            if clamped:
+                clamped.clear()
+                self.special(raw, text)
+            return x
+        if x is None:
+            self.special(raw, text)
+        elif not self.low <= x <= self.high:
+            return self.clamped(x, raw, text)
+        return x
+
+    def clamped(self, x: int, raw: bytes, text: bool) -> int:
+        """A value outside (low, high): reported, and the nearest bound written."""
+        self.special(raw, text)
+        return self.low if x < self.low else self.high
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode()
 
 
 def _flip(part: bytes) -> bytes:
@@ -173,9 +227,20 @@ class RowPlan:
         self.label = label
         self.width = len(relation.columns)  # columns in the Relation message
         key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
+        # The special values of the row written last (see `take_specials`); empty
+        # unless a value fell outside its schema, so the common row costs nothing.
+        self.specials: list[Special] = []
         self.columns = [
             _Column(
-                label, name, relation.columns[index], index, pos, t, key_slot.get(pos, -1), rules
+                label,
+                name,
+                relation.columns[index],
+                index,
+                pos,
+                t,
+                key_slot.get(pos, -1),
+                self.specials,
+                rules,
             )
             for pos, (index, name, t, rules) in enumerate(
                 zip(table.kept, table.field_names, table.types, table.rules, strict=True)
@@ -244,6 +309,7 @@ class RowPlan:
                 if ends is not None:
                     ends.append(len(parts))
         except BAD_INPUT as exc:
+            self._discard_specials(column)
             raise column.error(values[column.index], exc) from exc
         return keys[0] if len(keys) == 1 else b"".join(keys)
 
@@ -263,6 +329,19 @@ class RowPlan:
             at = ends[pos - 1] if pos else start
             parts[at] = _flip(parts[at])
         return key
+
+    def _discard_specials(self, column: _Column) -> None:
+        """A row that is not written: nor are its special values."""
+        self.specials.clear()
+        if column.clamped_elements:
+            column.clamped_elements.clear()
+
+    def take_specials(self, prefix: str, into: dict[str, str]) -> None:
+        """Move the special values of the row written last into `into`, keyed
+        "<prefix><field>" as the envelope's special_values map has them."""
+        for name, text in self.specials:
+            into[prefix + name] = text
+        self.specials.clear()
 
     def write_columns(
         self, kinds: bytes, values: tuple[bytes | None, ...]
@@ -327,6 +406,7 @@ def _write_value(
 ) -> None:
     """Append one non-NULL value (and set its key part)."""
     if shape == _DECIMAL and v in _NUMERIC_SPECIAL:
+        column.special(v, True)
         _write_converted(parts, keys, column, None, v)
         return
     if shape in (_UTF8, _DECIMAL):
@@ -346,9 +426,12 @@ def _write_value(
             keys[column.key_slot] = _SOME + key if column.key_nullable else key
         return
     if shape >= _INT and column.key_slot < 0:
-        _write_inline(parts, shape, v)
+        _write_inline(parts, column, shape, v)
         return
     x = column.text(v) if text else column.binary(v)
+    # a bounded scalar within its bounds (the common case) needs no call
+    if column.checked and not (column.bounded and column.low <= x <= column.high):
+        x = column.check(x, v, text)
     _write_converted(parts, keys, column, x, v)
 
 
@@ -380,7 +463,7 @@ def _encode(column: _Column, x: Any) -> bytes:
     return bytes(out)
 
 
-def _write_inline(parts: list[bytes], shape: int, v: bytes) -> None:
+def _write_inline(parts: list[bytes], column: _Column, shape: int, v: bytes) -> None:
     """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
     if shape == _BOOL:
         if v == b"t":
@@ -393,8 +476,13 @@ def _write_inline(parts: list[bytes], shape: int, v: bytes) -> None:
     parts.append(_SOME)
     if shape == _DOUBLE:
         parts.append(_PACK_DOUBLE(float(v)))
+    elif shape == _INT:
+        parts.append(long_bytes(int(v)))
     else:
-        parts.append(long_bytes(int(v) if shape == _INT else wire_timestamptz(v)))
+        us = wire_timestamptz(v)
+        if not column.low <= us <= column.high:
+            us = column.clamped(us, v, True)
+        parts.append(long_bytes(us))
 
 
 def _decimal_bytes(text: bytes, scale: int, bound: int) -> bytes:

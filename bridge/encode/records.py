@@ -47,6 +47,7 @@ _ENVELOPE_FIELDS: Final = (
     "ts_ms",
     "transaction",
     "unchanged_fields",
+    "special_values",
 )
 
 
@@ -116,15 +117,19 @@ class EnvelopeLayout:
         self.ops = {name: _encoded(op, name) for name in _OPS}
         self._ts_ms = compile_value_writer(fields["ts_ms"])
         self._unchanged = compile_value_writer(fields["unchanged_fields"])
+        self._specials = compile_value_writer(fields["special_values"])
         self._no_transaction = _encoded(compile_value_writer(fields["transaction"]), None)
         self.after_only = self.row_null + self.row_some  # before: null, after: a row
 
-    def tail(self, ms: int, unchanged: list[str] | None) -> bytes:
-        """ts_ms, transaction (always null) and unchanged_fields."""
+    def tail(
+        self, ms: int, unchanged: list[str] | None, specials: dict[str, str] | None = None
+    ) -> bytes:
+        """ts_ms, transaction (always null), unchanged_fields and special_values."""
         out = bytearray()
         self._ts_ms(out, ms)
         out += self._no_transaction
         self._unchanged(out, unchanged)
+        self._specials(out, specials or None)
         return bytes(out)
 
 
@@ -298,8 +303,8 @@ class TxSource:
 
 
 class _Clock:
-    """The envelope's last fields (ts_ms, then null transaction and unchanged_fields),
-    encoded once per millisecond instead of once per record."""
+    """The envelope's last fields (ts_ms, then null transaction, unchanged_fields and
+    special_values), encoded once per millisecond instead of once per record."""
 
     def __init__(self, layout: EnvelopeLayout) -> None:
         self._layout = layout
@@ -367,17 +372,24 @@ class ChangeEncoder:
             # one record, no key comparison: the common case, the row written straight
             # into the envelope's parts
             parts = [self._value_header, self._layout.after_only]
-            key = self._plan.write_parts(parts, new.kinds, new.values)
+            plan = self._plan
+            key = plan.write_parts(parts, new.kinds, new.values)
             parts.append(source)
             parts.append(self._layout.ops[op])
-            parts.append(self._clock.tail())
+            if plan.specials:  # a value its schema cannot hold: the rare, slower tail
+                specials: dict[str, str] = {}
+                plan.take_specials("after.", specials)
+                parts.append(self._layout.tail(time.time_ns() // 1_000_000, None, specials))
+            else:
+                parts.append(self._clock.tail())
             return [(self._framed_key(key), b"".join(parts), None)]
         if op == "t":
             return [(None, self._envelope(None, None, "t", source, None), None)]
         return self._shaped(change, source)
 
     def _shaped(self, change: Change, source: bytes) -> list[Record]:
-        before, after, unchanged = self._rows(change)
+        specials: dict[str, str] = {}
+        before, after, unchanged = self._rows(change, specials)
         op = change.op
 
         def key_of(bodies: RowBodies | None) -> bytes | None:
@@ -385,7 +397,8 @@ class ChangeEncoder:
 
         if op == "d":
             key = key_of(before)
-            out: list[Record] = [(key, self._envelope(before, None, "d", source, None), None)]
+            envelope = self._envelope(before, None, "d", source, None, specials)
+            out: list[Record] = [(key, envelope, None)]
             if self.tombstones:
                 out.append((key, None, None))
             return out
@@ -393,8 +406,8 @@ class ChangeEncoder:
         if op == "u" and change.old_kind and before is not None:
             old_key = key_of(before)
             if old_key != key:
-                return self._key_change(old_key, key, before, after, source, unchanged)
-        return [(key, self._envelope(before, after, op, source, unchanged), None)]
+                return self._key_change(old_key, key, before, after, source, unchanged, specials)
+        return [(key, self._envelope(before, after, op, source, unchanged, specials), None)]
 
     def _key_change(
         self,
@@ -404,6 +417,7 @@ class ChangeEncoder:
         after: RowBodies | None,
         source: bytes,
         unchanged: list[str] | None,
+        specials: dict[str, str],
     ) -> list[Record]:
         """Delete (+ tombstone) under the old key, create under the new one, as Debezium
         emits them. The headers let a consumer link the two: the create's unchanged
@@ -412,27 +426,37 @@ class ChangeEncoder:
         headers."""
         to_new: Headers | None = None if key is None else [(NEW_KEY_HEADER, key)]
         to_old: Headers | None = None if old_key is None else [(OLD_KEY_HEADER, old_key)]
-        out: list[Record] = [(old_key, self._envelope(before, None, "d", source, None), to_new)]
+        old = {k: v for k, v in specials.items() if k.startswith("before.")}
+        new = {k: v for k, v in specials.items() if k.startswith("after.")}
+        out: list[Record] = [
+            (old_key, self._envelope(before, None, "d", source, None, old), to_new)
+        ]
         if self.tombstones:
             out.append((old_key, None, to_new))
-        out.append((key, self._envelope(None, after, "c", source, unchanged), to_old))
+        out.append((key, self._envelope(None, after, "c", source, unchanged, new), to_old))
         return out
 
-    def _rows(self, change: Change) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
+    def _rows(
+        self, change: Change, specials: dict[str, str]
+    ) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
         """(before, after, unchanged_fields): REPLICA IDENTITY FULL's old row fills the
-        unchanged TOASTed values of the new one; otherwise `toast_mode` applies."""
+        unchanged TOASTed values of the new one; otherwise `toast_mode` applies. The
+        rows' special values are collected in `specials`."""
+        plan = self._plan
         old, new = change.old, change.new
         before: RowBodies | None = None
         toast: Toast | None = None
         if new is not None and KIND_UNCHANGED in new.kinds:
             fill = None
             if old is not None and change.old_kind == "O":
-                key, fill = self._plan.write_columns(old.kinds, old.values)
-                before = key, self._plan.join(fill)
+                key, fill = plan.write_columns(old.kinds, old.values)
+                before = key, plan.join(fill)
             toast = Toast(fill, self.toast_mode == "placeholder")
         if old is not None and before is None:
             before = self._write(old, None)
+        plan.take_specials("before.", specials)
         after = None if new is None else self._write(new, toast)
+        plan.take_specials("after.", specials)
         unchanged = toast.unchanged if toast is not None and toast.unchanged else None
         return before, after, unchanged
 
@@ -460,6 +484,7 @@ class ChangeEncoder:
         op: str,
         source: bytes,
         unchanged: list[str] | None,
+        specials: dict[str, str] | None = None,
     ) -> bytes:
         """Envelope fields in schema order: before, after, source, op, then the tail."""
         layout = self._layout
@@ -472,8 +497,8 @@ class ChangeEncoder:
                 parts.append(row[1])
         parts.append(source)
         parts.append(layout.ops[op])
-        if unchanged is None:
+        if unchanged is None and not specials:
             parts.append(self._clock.tail())
         else:
-            parts.append(layout.tail(time.time_ns() // 1_000_000, unchanged))
+            parts.append(layout.tail(time.time_ns() // 1_000_000, unchanged, specials))
         return b"".join(parts)

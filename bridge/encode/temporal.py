@@ -126,3 +126,49 @@ def iso_utc(us: int) -> str:
     else:
         ytext = f"{year:04d}"
     return f"{ytext}-{month:02d}-{day:02d}T{format_time(rest)}Z"
+
+
+def millis_of(us: int) -> int:
+    """Microseconds -> milliseconds (floor), the infinity sentinels kept."""
+    if us in (INT64_MAX, INT64_MIN):
+        return us
+    return us // 1000
+
+
+# Debezium's average month (365.25 / 12 days) in µs: MicroDuration's DAYS_PER_MONTH_AVG.
+US_PER_AVERAGE_MONTH: Final = 2_629_800 * US_PER_SECOND
+
+
+def interval_micros(interval: dict[str, int]) -> int:
+    """Debezium's MicroDuration: an interval as one length in µs, a month counted as
+    30.4375 days (exact integer arithmetic; ±infinity as the int64 sentinels)."""
+    micros = interval["micros"]
+    if micros in (INT64_MAX, INT64_MIN):
+        return micros
+    return interval["months"] * US_PER_AVERAGE_MONTH + interval["days"] * US_PER_DAY + micros
+
+
+def _toward_zero(n: int, unit: int) -> tuple[int, int]:
+    """(quotient, remainder) truncated toward zero, as Java's / and % (PGInterval)."""
+    q = abs(n) // unit
+    q = -q if n < 0 else q
+    return q, n - q * unit
+
+
+def interval_iso(interval: dict[str, int]) -> str:
+    """Debezium's io.debezium.time.Interval text ("P1Y2M3DT4H5M6.78S"): every component
+    written, each with the interval's own sign as PGInterval splits it."""
+    micros = interval["micros"]
+    if micros == INT64_MAX:
+        return "infinity"
+    if micros == INT64_MIN:
+        return "-infinity"
+    years, months = _toward_zero(interval["months"], 12)
+    hours, rest = _toward_zero(micros, 3600 * US_PER_SECOND)
+    minutes, rest = _toward_zero(rest, 60 * US_PER_SECOND)
+    seconds, frac = _toward_zero(rest, US_PER_SECOND)
+    sec = str(seconds)
+    if frac:
+        sign = "-" if rest < 0 and seconds == 0 else ""
+        sec = f"{sign}{seconds}.{abs(frac):06d}".rstrip("0")
+    return f"P{years}Y{months}M{interval['days']}DT{hours}H{minutes}M{sec}S"

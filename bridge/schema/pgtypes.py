@@ -14,6 +14,8 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
   int8, oid, xid, cid, xid8 long                            int
   float4 / float8           float / double                  float (float4 rounded to single)
   numeric(p,s)              bytes decimal(p', s')           Decimal with scale s; NaN -> None
+                            (p' > 38: wide_decimal_mode "string" (default): the text |
+                            "double" | "decimal"; decimal_mode double/string: all p)
   numeric (no typmod)       numeric_mode "string" (default): PostgreSQL text, "NaN",
                             "Infinity" kept | "double": float (nan/inf kept) |
                             "variable": record bridge.pg.VariableScaleDecimal
@@ -24,15 +26,21 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
   multiranges, composites and unknown types
                             string                          PostgreSQL's text output
   uuid                      string (logicalType uuid)       "xxxxxxxx-xxxx-..."
-  bytea                     bytes                           bytes
+  bytea                     bytes (binary_mode base64/hex: string)
   date                      int (logicalType date)          days since 1970-01-01
   time                      long (time-micros)              µs since midnight (<= 24:00:00)
-  timestamp                 long (timestamp-micros)         µs since epoch, read as UTC
+                            (time_precision_mode connect/adaptive: int time-millis)
+  timestamp                 long (local-timestamp-micros)   µs since epoch of the wall clock
+                            (timestamp_mode "instant": timestamp-micros; connect/adaptive:
+                            millis)
   timestamptz               timestamptz_mode "micros" (default): long timestamp-micros, UTC |
                             "iso": string "2020-01-01T12:00:00.5Z" (years outside 0-9999 as
                             -0043 / +10000)
   interval                  record bridge.pg.Interval {months:int, days:int, micros:long}
-  hstore                    map of ["null", string]         dict
+                            (interval_mode "string": ISO 8601 | "numeric": MicroDuration µs)
+  hstore                    map of ["null", string]         dict (hstore_mode json: string)
+Temporal, decimal, uuid, json, enum and interval schemas carry Debezium's connect.name
+(and connect.version / connect.parameters) beside the Avro logical type.
   T[]                       array of ["null", T], nested to the column's dimension count
 
 Special values, identical from both wire formats:
@@ -40,7 +48,11 @@ Special values, identical from both wire formats:
   tells the caller the field must be nullable even for NOT NULL columns).
 - date ±infinity: int32 max / min; timestamp(tz) ±infinity: int64 max / min (as
   Debezium), "infinity"/"-infinity" in iso mode. Timestamps after 294247 AD do not fit
-  an int64 of Unix µs and clamp to the same sentinels.
+  an int64 of Unix µs and clamp to the same sentinels. With out_of_range "clamp"
+  (default) ColumnType.bounds gives the range every consumer reads (0001-01-01 ..
+  9999-12-31 23:59:59.999999, timestamptz 0001-01-03 .. 9999-12-30 23:59:59.999999 UTC,
+  time below 24:00): the encoder clamps values outside it
+  and names them in the envelope's special_values (bridge.encode.plan).
 - interval ±infinity (PostgreSQL 17+): every field at its max / min.
 - money: lc_monetary must have two fraction digits (the text form is read as cents).
 - numeric(p,s) with s < 0 maps to decimal(p - s, 0); with s > p to decimal(s, s).
@@ -52,6 +64,7 @@ Array dimensions: see `bridge.encode.arrays`. timetz keeps PostgreSQL's text
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -71,7 +84,34 @@ AvroSchema = dict[str, Any]
 
 TIMESTAMPTZ_MODES: Final = ("micros", "iso")
 NUMERIC_MODES: Final = ("string", "double", "variable")
+TIMESTAMP_MODES: Final = ("local", "instant")
+WIDE_DECIMAL_MODES: Final = ("string", "double", "decimal")
+OUT_OF_RANGE_MODES: Final = ("clamp", "sentinel")
+DECIMAL_MODES: Final = ("precise", "double", "string")
+BINARY_MODES: Final = ("bytes", "base64", "hex")
+TIME_PRECISION_MODES: Final = ("micros", "connect", "adaptive")
+INTERVAL_MODES: Final = ("record", "string", "numeric")
+HSTORE_MODES: Final = ("map", "json")
 _TIMESTAMPTZ_OID, _NUMERIC_OID = 1184, 1700
+_DATE_OID, _TIME_OID, _TIMESTAMP_OID, _BYTEA_OID, _INTERVAL_OID = 1082, 1083, 1114, 17, 1186
+# The widest decimal every consumer reads (Spark's DecimalType holds 38 digits).
+MAX_DECIMAL_PRECISION: Final = 38
+# What every consumer's calendar holds (Python's datetime, Spark, Java): 0001-01-01 to
+# 9999-12-31 23:59:59.999999, as Unix days / microseconds; time before 24:00:00.
+DATE_MIN: Final = -719_162
+DATE_MAX: Final = 2_932_896
+_US_PER_DAY: Final = 86_400_000_000
+TIMESTAMP_MIN_US: Final = DATE_MIN * _US_PER_DAY
+TIMESTAMP_MAX_US: Final = (DATE_MAX + 1) * _US_PER_DAY - 1
+TIME_MAX_US: Final = _US_PER_DAY - 1
+# An instant is read as local time by some consumers (Spark's collect() of a TimestampType,
+# through Python's datetime.fromtimestamp): one more day inside each end keeps every time
+# zone's local value, and the conversion's own day of margin, within years 1..9999.
+TIMESTAMPTZ_MIN_US: Final = TIMESTAMP_MIN_US + 2 * _US_PER_DAY
+TIMESTAMPTZ_MAX_US: Final = TIMESTAMP_MAX_US - _US_PER_DAY
+# Debezium's semantic type names (connect.name) and the Kafka Connect Decimal.
+_DEBEZIUM_DATE: Final = "io.debezium.time.Date"
+_CONNECT_DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
 
 INTERVAL_SCHEMA: AvroSchema = {
     "type": "record",
@@ -133,8 +173,15 @@ class Wire(enum.Enum):
     TIMESTAMP = enum.auto()
     TIMESTAMPTZ = enum.auto()
     TIMESTAMPTZ_ISO = enum.auto()
+    TIME_MILLIS = enum.auto()  # time.precision.mode connect / adaptive
+    TIMESTAMP_MILLIS = enum.auto()
     INTERVAL = enum.auto()
+    INTERVAL_ISO = enum.auto()  # "P1Y2M3DT4H5M6.78S" as Debezium writes it
+    INTERVAL_MICROS = enum.auto()  # Debezium's MicroDuration
     HSTORE = enum.auto()
+    HSTORE_JSON = enum.auto()
+    BYTEA_BASE64 = enum.auto()
+    BYTEA_HEX = enum.auto()
     ARRAY = enum.auto()  # element: the element type
     RANGE = enum.auto()  # element: the bound subtype
     RANGE_UTC = enum.auto()  # timestamptz bounds, re-rendered in UTC
@@ -144,20 +191,41 @@ class Wire(enum.Enum):
 
 @dataclass(frozen=True)
 class CodecOptions:
+    """How values become Avro (config `avro.*`; README "Type mapping" says why each default)."""
+
     timestamptz_mode: str = "micros"
     numeric_mode: str = "string"
+    timestamp_mode: str = "local"
+    wide_decimal_mode: str = "string"
+    out_of_range: str = "clamp"
+    decimal_mode: str = "precise"
+    binary_mode: str = "bytes"
+    time_precision_mode: str = "micros"
+    interval_mode: str = "record"
+    hstore_mode: str = "map"
 
     def __post_init__(self) -> None:
-        if self.timestamptz_mode not in TIMESTAMPTZ_MODES:
-            raise ConfigError(
-                f"timestamptz_mode {self.timestamptz_mode!r} is not supported",
-                hint=f"use one of {', '.join(TIMESTAMPTZ_MODES)}",
-            )
-        if self.numeric_mode not in NUMERIC_MODES:
-            raise ConfigError(
-                f"numeric_mode {self.numeric_mode!r} is not supported",
-                hint=f"use one of {', '.join(NUMERIC_MODES)}",
-            )
+        for name, allowed in (
+            ("timestamptz_mode", TIMESTAMPTZ_MODES),
+            ("numeric_mode", NUMERIC_MODES),
+            ("timestamp_mode", TIMESTAMP_MODES),
+            ("wide_decimal_mode", WIDE_DECIMAL_MODES),
+            ("out_of_range", OUT_OF_RANGE_MODES),
+            ("decimal_mode", DECIMAL_MODES),
+            ("binary_mode", BINARY_MODES),
+            ("time_precision_mode", TIME_PRECISION_MODES),
+            ("interval_mode", INTERVAL_MODES),
+            ("hstore_mode", HSTORE_MODES),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(
+                    f"{name} {value!r} is not supported", hint=f"use one of {', '.join(allowed)}"
+                )
+
+    @property
+    def clamp(self) -> bool:
+        return self.out_of_range == "clamp"
 
 
 DEFAULT_OPTIONS: Final = CodecOptions()
@@ -173,18 +241,30 @@ class ColumnType(NamedTuple):
     element: ColumnType | None = None  # arrays: the element; ranges: the bound subtype
     depth: int = 1  # arrays: nesting depth
     delim: str = ","  # arrays: the element type's delimiter
+    # (lowest, highest) value every consumer reads: outside it the value is clamped and
+    # its PostgreSQL text goes to the envelope's special_values (avro.out_of_range clamp)
+    bounds: tuple[int, int] | None = None
 
 
 def _s(avro_type: str, **extra: Any) -> AvroSchema:
     return {"type": avro_type, **extra}
 
 
+def _connect(schema: AvroSchema, name: str, **parameters: str) -> AvroSchema:
+    """Debezium's semantic type name as its Avro converter writes it (connect.name,
+    connect.version and connect.parameters), beside the Avro logical type."""
+    out = {**schema, "connect.name": name, "connect.version": 1}
+    if parameters:
+        out["connect.parameters"] = parameters
+    return out
+
+
 _STRING, _LONG = _s("string"), _s("long")
 _MICRO_TIMESTAMP: Final = "io.debezium.time.MicroTimestamp"
+_JSON = _connect(_STRING, "io.debezium.data.Json")
 _TEXT = (_STRING, Wire.TEXT)
 _STATIC: dict[int, tuple[AvroSchema, Wire]] = {
     16: (_s("boolean"), Wire.BOOL),
-    17: (_s("bytes"), Wire.BYTEA),
     18: (_STRING, Wire.CHAR),
     19: _TEXT,
     20: (_LONG, Wire.INT8),
@@ -195,7 +275,7 @@ _STATIC: dict[int, tuple[AvroSchema, Wire]] = {
     27: (_STRING, Wire.TID),
     28: (_LONG, Wire.UINT4),
     29: (_LONG, Wire.UINT4),
-    114: _TEXT,
+    114: (_JSON, Wire.TEXT),
     142: _TEXT,
     600: (_STRING, Wire.POINT),
     601: (_STRING, Wire.LSEG),
@@ -213,22 +293,15 @@ _STATIC: dict[int, tuple[AvroSchema, Wire]] = {
     869: (_STRING, Wire.INET),
     1042: _TEXT,
     1043: _TEXT,
-    1082: (_s("int", logicalType="date"), Wire.DATE),
-    1083: (_s("long", logicalType="time-micros"), Wire.TIME),
-    1114: (_s("long", logicalType="timestamp-micros"), Wire.TIMESTAMP),
-    1186: (INTERVAL_SCHEMA, Wire.INTERVAL),
     1266: (_STRING, Wire.TIMETZ),
     1560: (_STRING, Wire.BIT),
     1562: (_STRING, Wire.BIT),
-    2950: (_s("string", logicalType="uuid"), Wire.UUID),
+    2950: (_connect(_s("string", logicalType="uuid"), "io.debezium.data.Uuid"), Wire.UUID),
     3220: (_STRING, Wire.PG_LSN),
-    3802: (_STRING, Wire.JSONB),
+    3802: (_JSON, Wire.JSONB),
     5069: (_LONG, Wire.UINT8),
 }
-_EXTENSIONS: dict[str, tuple[AvroSchema, Wire]] = {
-    "citext": _TEXT,
-    "hstore": (_s("map", values=["null", "string"]), Wire.HSTORE),
-}
+_EXTENSIONS: dict[str, tuple[AvroSchema, Wire]] = {"citext": _TEXT}
 
 
 def column_type(
@@ -261,17 +334,14 @@ def _column_type(
     if t.kind in (KIND_RANGE, KIND_MULTIRANGE):
         return _range_type(t, catalog)
     if t.kind == KIND_ENUM:
-        return _typed(_s("string", **{"pg.enum.labels": list(t.enum_labels)}), t, Wire.TEXT)
+        labels = list(t.enum_labels)
+        schema = _connect(_STRING, "io.debezium.data.Enum", allowed=",".join(labels))
+        return _typed({**schema, "pg.enum.labels": labels}, t, Wire.TEXT)
     if t.oid == _NUMERIC_OID:
         return _numeric_type(t, typmod, options)
-    if t.oid == _TIMESTAMPTZ_OID:
-        if options.timestamptz_mode == "iso":
-            return _typed(_STRING, t, Wire.TIMESTAMPTZ_ISO)
-        # Debezium's name for int64 µs since the epoch: without it Connect-based consumers
-        # (Debezium's JDBC sink via an Avro converter) see a plain int64 and the sink binds
-        # a bigint to the timestamptz column. The value is UTC, the sink's default zone.
-        schema = _s("long", logicalType="timestamp-micros", **{"connect.name": _MICRO_TIMESTAMP})
-        return _typed(schema, t, Wire.TIMESTAMPTZ)
+    configured = _configured(t)
+    if configured is not None:
+        return configured(t, typmod, options)
     spec = _STATIC.get(t.oid) if t.namespace == "pg_catalog" else None
     if spec is None and t.kind == KIND_BASE:
         spec = _EXTENSIONS.get(t.name)
@@ -307,7 +377,21 @@ def _numeric_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
         scale = (((typmod - 4) & 0x7FF) ^ 1024) - 1024
         if scale < 0:  # multiples of 10^-scale: whole numbers with -scale more digits
             precision, scale = precision - scale, 0
-        schema = _s("bytes", logicalType="decimal", precision=max(precision, scale), scale=scale)
+        precision = max(precision, scale)
+        mode = options.decimal_mode
+        wide = options.wide_decimal_mode
+        if mode == "precise" and precision > MAX_DECIMAL_PRECISION and wide != "decimal":
+            mode = wide  # a decimal Spark cannot read: string (exact) or double
+        if mode == "double":
+            return _typed(_s("double"), t, Wire.NUMERIC_DOUBLE)
+        if mode == "string":
+            return _typed(_STRING, t, Wire.NUMERIC_TEXT)
+        schema = _connect(
+            _s("bytes", logicalType="decimal", precision=precision, scale=scale),
+            _CONNECT_DECIMAL,
+            scale=str(scale),
+            **{"connect.decimal.precision": str(precision)},
+        )
         return _typed(schema, t, Wire.DECIMAL)._replace(may_be_null=True)
     if options.numeric_mode == "double":
         return _typed(_s("double"), t, Wire.NUMERIC_DOUBLE)
@@ -316,6 +400,107 @@ def _numeric_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
             VARIABLE_DECIMAL_SCHEMA, t.qualified_name, Wire.NUMERIC_VARIABLE, may_be_null=True
         )
     return _typed(_STRING, t, Wire.NUMERIC_TEXT)
+
+
+def _millis(typmod: int, options: CodecOptions) -> bool:
+    """time.precision.mode: connect is always milliseconds, adaptive for precision <= 3."""
+    mode = options.time_precision_mode
+    return mode == "connect" or (mode == "adaptive" and 0 <= typmod <= 3)
+
+
+def _bounded(typed: ColumnType, low: int, high: int, options: CodecOptions) -> ColumnType:
+    return typed._replace(bounds=(low, high)) if options.clamp else typed
+
+
+def _date_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    name = (
+        "org.apache.kafka.connect.data.Date"
+        if options.time_precision_mode == "connect"
+        else _DEBEZIUM_DATE
+    )
+    typed = _typed(_connect(_s("int", logicalType="date"), name), t, Wire.DATE)
+    return _bounded(typed, DATE_MIN, DATE_MAX, options)
+
+
+def _time_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    if _millis(typmod, options):
+        name = "org.apache.kafka.connect.data.Time"
+        if options.time_precision_mode == "adaptive":
+            name = "io.debezium.time.Time"
+        schema = _connect(_s("int", logicalType="time-millis"), name)
+        return _bounded(_typed(schema, t, Wire.TIME_MILLIS), 0, TIME_MAX_US // 1000, options)
+    schema = _connect(_s("long", logicalType="time-micros"), "io.debezium.time.MicroTime")
+    return _bounded(_typed(schema, t, Wire.TIME), 0, TIME_MAX_US, options)
+
+
+def _timestamp_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    local = "local-" if options.timestamp_mode == "local" else ""
+    if _millis(typmod, options):
+        name = "org.apache.kafka.connect.data.Timestamp"
+        if options.time_precision_mode == "adaptive":
+            name = "io.debezium.time.Timestamp"
+        schema = _connect(_s("long", logicalType=f"{local}timestamp-millis"), name)
+        typed = _typed(schema, t, Wire.TIMESTAMP_MILLIS)
+        return _bounded(typed, TIMESTAMP_MIN_US // 1000, TIMESTAMP_MAX_US // 1000, options)
+    schema = _connect(_s("long", logicalType=f"{local}timestamp-micros"), _MICRO_TIMESTAMP)
+    typed = _typed(schema, t, Wire.TIMESTAMP)
+    return _bounded(typed, TIMESTAMP_MIN_US, TIMESTAMP_MAX_US, options)
+
+
+def _timestamptz_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    if options.timestamptz_mode == "iso":
+        schema = _connect(_STRING, "io.debezium.time.ZonedTimestamp")
+        return _typed(schema, t, Wire.TIMESTAMPTZ_ISO)
+    # Debezium's name for int64 µs since the epoch: without it Connect-based consumers
+    # (Debezium's JDBC sink via an Avro converter) see a plain int64 and the sink binds
+    # a bigint to the timestamptz column. The value is UTC, the sink's default zone.
+    schema = _connect(_s("long", logicalType="timestamp-micros"), _MICRO_TIMESTAMP)
+    typed = _typed(schema, t, Wire.TIMESTAMPTZ)
+    return _bounded(typed, TIMESTAMPTZ_MIN_US, TIMESTAMPTZ_MAX_US, options)
+
+
+def _bytea_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    if options.binary_mode == "base64":
+        return _typed(_STRING, t, Wire.BYTEA_BASE64)
+    if options.binary_mode == "hex":
+        return _typed(_STRING, t, Wire.BYTEA_HEX)
+    return _typed(_s("bytes"), t, Wire.BYTEA)
+
+
+def _interval_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    if options.interval_mode == "string":
+        return _typed(_connect(_STRING, "io.debezium.time.Interval"), t, Wire.INTERVAL_ISO)
+    if options.interval_mode == "numeric":
+        schema = _connect(_LONG, "io.debezium.time.MicroDuration")
+        return _typed(schema, t, Wire.INTERVAL_MICROS)
+    return _typed(INTERVAL_SCHEMA, t, Wire.INTERVAL)
+
+
+def _hstore_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
+    if options.hstore_mode == "json":
+        return _typed(_JSON, t, Wire.HSTORE_JSON)
+    return _typed(_s("map", values=["null", "string"]), t, Wire.HSTORE)
+
+
+_Configured = Callable[[PgType, int, CodecOptions], ColumnType]
+
+
+def _configured(t: PgType) -> _Configured | None:
+    """The schema function of a type whose schema depends on CodecOptions, if it is one."""
+    if t.namespace == "pg_catalog":
+        return _CONFIGURED.get(t.oid)
+    return _hstore_type if t.kind == KIND_BASE and t.name == "hstore" else None
+
+
+# pg_catalog types whose schema depends on CodecOptions.
+_CONFIGURED: Final[dict[int, _Configured]] = {
+    _DATE_OID: _date_type,
+    _TIME_OID: _time_type,
+    _TIMESTAMP_OID: _timestamp_type,
+    _TIMESTAMPTZ_OID: _timestamptz_type,
+    _BYTEA_OID: _bytea_type,
+    _INTERVAL_OID: _interval_type,
+}
 
 
 def _range_type(t: PgType, catalog: TypeCatalog) -> ColumnType:

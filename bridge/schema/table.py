@@ -218,6 +218,13 @@ class TableCodec:
                         "default": None,
                         "doc": "after-image fields whose unchanged TOASTed value was not sent",
                     },
+                    {
+                        "name": "special_values",
+                        "type": ["null", {"type": "map", "values": "string"}],
+                        "default": None,
+                        "doc": "before.<field> / after.<field> -> PostgreSQL's text of a value "
+                        "its field cannot hold (clamped date/time, numeric NaN)",
+                    },
                 ],
             }
         )

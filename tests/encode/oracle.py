@@ -18,7 +18,7 @@ from typing import Any
 import fastavro
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, TupleData
-from bridge.encode.columns import codec_of
+from bridge.encode.columns import array_text, codec_of, special_text
 from bridge.encode.records import Record, TxSource
 from bridge.events.model import Change
 from bridge.schema.table import TableCodec
@@ -56,15 +56,20 @@ class Oracle:
         if op == "t":
             return [(None, self._envelope(None, None, "t", source, None), None)]
         unchanged: list[str] = []
-        before = None if change.old is None else self.row(change.old, None)
-        after = None if change.new is None else self.row(change.new, unchanged)
+        old_specials: dict[str, str] = {}
+        new_specials: dict[str, str] = {}
+        before = None if change.old is None else self.row(change.old, None, old_specials, "before.")
+        after = (
+            None if change.new is None else self.row(change.new, unchanged, new_specials, "after.")
+        )
         if unchanged and after is not None:
             old = before if change.old_kind == "O" else None
             unchanged = self._fill(after, old, unchanged)
         fields = unchanged or None
         if op == "d":
             key = self._key(before)
-            out: list[Record] = [(key, self._envelope(before, None, "d", source, None), None)]
+            delete = self._envelope(before, None, "d", source, None, old_specials)
+            out: list[Record] = [(key, delete, None)]
             return [*out, (key, None, None)] if self.tombstones else out
         key = self._key(after)
         if op == "u" and change.old_kind and before is not None:
@@ -73,27 +78,48 @@ class Oracle:
                 # Debezium: the delete and its tombstone name the new key, the create the old
                 assert old_key is not None and key is not None
                 newkey = [("__debezium.newkey", key)]
-                delete = self._envelope(before, None, "d", source, None)
+                delete = self._envelope(before, None, "d", source, None, old_specials)
                 out = [(old_key, delete, newkey)]
                 if self.tombstones:
                     out.append((old_key, None, newkey))
-                create = self._envelope(None, after, "c", source, fields)
+                create = self._envelope(None, after, "c", source, fields, new_specials)
                 return [*out, (key, create, [("__debezium.oldkey", old_key)])]
-        return [(key, self._envelope(before, after, op, source, fields), None)]
+        specials = {**old_specials, **new_specials}
+        return [(key, self._envelope(before, after, op, source, fields, specials), None)]
 
-    def row(self, tup: TupleData, unchanged: list[str] | None) -> dict[str, Any]:
+    def row(
+        self,
+        tup: TupleData,
+        unchanged: list[str] | None,
+        specials: dict[str, str] | None = None,
+        prefix: str = "",
+    ) -> dict[str, Any]:
+        """The row's values; values outside their schema's bounds are clamped and, like
+        NaN numerics, listed in `specials` with PostgreSQL's text (special_values)."""
         assert len(tup.kinds) == len(self.table.relation.columns)
         out: dict[str, Any] = {}
         for index, name, codec in zip(
             self.table.kept, self.table.field_names, self.codecs, strict=True
         ):
             kind, raw = tup.kinds[index], tup.values[index]
-            if kind == KIND_TEXT:
+            if kind in (KIND_TEXT, KIND_BINARY):
                 assert raw is not None
-                out[name] = codec.from_text(raw)
-            elif kind == KIND_BINARY:
-                assert raw is not None
-                out[name] = codec.from_binary(raw)
+                text = kind == KIND_TEXT
+                value = codec.from_text(raw) if text else codec.from_binary(raw)
+                bounds = codec.type.bounds
+                special = value is None and codec.type.may_be_null
+                if bounds is not None and value is not None:
+                    special = not bounds[0] <= value <= bounds[1]
+                    value = min(max(value, bounds[0]), bounds[1])
+                if codec.clamped:  # an array with clamped elements
+                    special = True
+                    codec.clamped.clear()
+                if special and specials is not None:
+                    render = special_text(codec.type.wire) or array_text(codec.type)
+                    specials[prefix + name] = (
+                        raw.decode() if text or render is None else render(raw)
+                    )
+                out[name] = value
             else:
                 assert kind in (KIND_NULL, KIND_UNCHANGED)
                 out[name] = None
@@ -126,6 +152,7 @@ class Oracle:
         op: str,
         source: dict[str, Any],
         unchanged: list[str] | None,
+        specials: dict[str, str] | None = None,
     ) -> bytes:
         row_name = self.table.row_name
         datum = {
@@ -136,6 +163,7 @@ class Oracle:
             "ts_ms": MS,
             "transaction": None,
             "unchanged_fields": unchanged,
+            "special_values": specials or None,
         }
         return framed(self.envelope, self.value_id, datum)
 

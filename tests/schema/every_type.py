@@ -38,14 +38,34 @@ US = dt.timedelta(microseconds=1)
 
 
 class Special(NamedTuple):
-    """A value Python's datetime cannot hold, as the number the bridge must write."""
+    """A value Python's datetime cannot hold: the number the bridge writes with
+    avro.out_of_range sentinel (`avro`) and by default (`clamped`, with `plain` the
+    clamped value as Python reads it), and PostgreSQL's text of it (`text`)."""
 
     avro: int
+    clamped: int
+    plain: Any
+    text: str
 
 
-_DATE_SPECIAL = {b"infinity": Special(INT32_MAX), b"-infinity": Special(-INT32_MAX - 1)}
-_TS_SPECIAL = {b"infinity": Special(INT64_MAX), b"-infinity": Special(-INT64_MAX - 1)}
-_TIME_SPECIAL = {b"24:00:00": Special(86_400_000_000)}
+_MAX_DAY, _MIN_DAY = 2_932_896, -719_162  # 9999-12-31, 0001-01-01
+_MAX_US, _MIN_US = (_MAX_DAY + 1) * 86_400_000_000 - 1, _MIN_DAY * 86_400_000_000
+_DATE_SPECIAL = {
+    b"infinity": Special(INT32_MAX, _MAX_DAY, dt.date.max, "infinity"),
+    b"-infinity": Special(-INT32_MAX - 1, _MIN_DAY, dt.date.min, "-infinity"),
+}
+_TS_SPECIAL = {
+    b"infinity": Special(INT64_MAX, _MAX_US, dt.datetime.max, "infinity"),
+    b"-infinity": Special(-INT64_MAX - 1, _MIN_US, dt.datetime.min, "-infinity"),
+}
+_MIN_TZ_US, _MAX_TZ_US = _MIN_US + 2 * 86_400_000_000, _MAX_US - 86_400_000_000
+_TSTZ_SPECIAL = {
+    b"infinity": Special(
+        INT64_MAX, _MAX_TZ_US, dt.datetime(9999, 12, 30, 23, 59, 59, 999_999), "infinity"
+    ),
+    b"-infinity": Special(-INT64_MAX - 1, _MIN_TZ_US, dt.datetime(1, 1, 3), "-infinity"),
+}
+_TIME_SPECIAL = {b"24:00:00": Special(86_400_000_000, 86_399_999_999, dt.time.max, "24:00:00")}
 
 
 class _Date(DateLoader):
@@ -64,8 +84,19 @@ class _Timestamp(TimestampLoader):
 
 
 class _Timestamptz(TimestamptzLoader):
+    """Values within a day of years 1 and 9999 are clamped further inside (pgtypes)."""
+
     def load(self, data: Buffer) -> Any:
-        return _TS_SPECIAL.get(bytes(data)) or super().load(data)
+        special = _TSTZ_SPECIAL.get(bytes(data))
+        if special is not None:
+            return special
+        value = super().load(data)
+        us = (value - EPOCH) // US
+        if _MIN_TZ_US <= us <= _MAX_TZ_US:
+            return value
+        clamped = min(max(us, _MIN_TZ_US), _MAX_TZ_US)
+        plain = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=clamped)
+        return Special(us, clamped, plain, bytes(data).decode())
 
 
 class _IntervalFields(Loader):
@@ -100,6 +131,21 @@ def _temporal(micros: Callable[[Any], int]) -> Callable[[Any], Any]:
     return lambda v: v.avro if isinstance(v, Special) else micros(v)
 
 
+def _clamped(micros: Callable[[Any], int]) -> Callable[[Any], Any]:
+    return lambda v: v.clamped if isinstance(v, Special) else micros(v)
+
+
+def _plain(convert: Callable[[Any], Any], tz: bool) -> Callable[[Any], Any]:
+    def plain(v: Any) -> Any:
+        if not isinstance(v, Special):
+            return convert(v)
+        if tz and isinstance(v.plain, dt.datetime):
+            return v.plain.replace(tzinfo=dt.UTC)
+        return v.plain
+
+    return plain
+
+
 def _time_us(v: dt.time) -> int:
     return ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
 
@@ -108,7 +154,8 @@ def _same(v: Any) -> Any:
     return v
 
 
-RAW: dict[str, Callable[[Any], Any]] = {
+# How values are written with avro.out_of_range sentinel (Debezium's int32/int64 extremes).
+SENTINEL_RAW: dict[str, Callable[[Any], Any]] = {
     "same": _same,
     "text": _same,  # selected as the type's text output
     "interval": _same,  # selected as {months, days, micros}
@@ -119,8 +166,26 @@ RAW: dict[str, Callable[[Any], Any]] = {
     "date": _temporal(lambda v: (v - dt.date(1970, 1, 1)).days),
     "time": _temporal(_time_us),
     "timestamp": _temporal(lambda v: (_utc(v) - EPOCH) // US),
+    "local": _temporal(lambda v: (_utc(v) - EPOCH) // US),
 }
-PLAIN: dict[str, Callable[[Any], Any]] = {**RAW, "date": _same, "time": _same, "timestamp": _utc}
+# By default (avro.out_of_range clamp): values outside 0001..9999 and 24:00 clamped.
+RAW: dict[str, Callable[[Any], Any]] = {
+    **SENTINEL_RAW,
+    "date": _clamped(lambda v: (v - dt.date(1970, 1, 1)).days),
+    "time": _clamped(_time_us),
+    "timestamp": _clamped(lambda v: (_utc(v) - EPOCH) // US),
+    "local": _clamped(lambda v: (_utc(v) - EPOCH) // US),
+}
+# What confluent-kafka's AvroDeserializer returns, by default (timestamp: a naive
+# local-timestamp-micros) and with avro.timestamp_mode instant (`INSTANT_PLAIN`).
+PLAIN: dict[str, Callable[[Any], Any]] = {
+    **RAW,
+    "date": _plain(_same, False),
+    "time": _plain(_same, False),
+    "timestamp": _plain(_utc, True),
+    "local": _plain(_same, False),
+}
+INSTANT_PLAIN: dict[str, Callable[[Any], Any]] = {**PLAIN, "local": _plain(_utc, True)}
 
 
 @dataclass(frozen=True)
@@ -179,7 +244,7 @@ COLUMNS = (
         "time", "time-micros"),
     Col("c_timetz", "timetz", ("00:00:00+00", "23:59:59.999999-15:59", "12:00:00+05:30",
         "24:00:00-15:59"), "text", "string"),
-    Col("c_ts", "timestamp", (*_TS, *_INF), "timestamp", "timestamp-micros"),
+    Col("c_ts", "timestamp", (*_TS, *_INF), "local", "local-timestamp-micros"),
     Col("c_tstz", "timestamptz", (*(f"{t}+00" for t in _TS), "2020-06-01 12:00:00+02", *_INF),
         "timestamp", "timestamp-micros"),
     Col("c_interval", "interval", ("0", "1 year 2 mons 3 days 04:05:06.789",
@@ -314,6 +379,13 @@ def deep(fn: Callable[[Any], Any], value: Any) -> Any:
     if isinstance(value, list):
         return [deep(fn, v) for v in value]
     return fn(value)
+
+
+def specials(value: Any) -> list[str]:
+    """PostgreSQL's text of each special value in a selected value (arrays: all)."""
+    if isinstance(value, list):
+        return [t for v in value for t in specials(v)]
+    return [value.text] if isinstance(value, Special) else []
 
 
 def has_special(value: Any) -> bool:

@@ -26,7 +26,17 @@ from bridge.config import Config
 
 # Logical types whose Python form cannot hold every value the bridge writes (±infinity
 # sentinels, 24:00:00): the raw reader leaves these as the plain int/long on the wire.
-TEMPORAL_LOGICAL_TYPES = frozenset({"date", "time-micros", "timestamp-micros"})
+TEMPORAL_LOGICAL_TYPES = frozenset(
+    {
+        "date",
+        "time-micros",
+        "time-millis",
+        "timestamp-micros",
+        "timestamp-millis",
+        "local-timestamp-micros",
+        "local-timestamp-millis",
+    }
+)
 _HEADER = struct.Struct(">bI")
 
 

@@ -19,7 +19,10 @@ from .helpers import Conn, avro_check, canon, fetch_raw
 I32_MAX, I32_MIN, I64_MAX, I64_MIN = 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)
 NAN, INF = float("nan"), float("inf")
 DAY_US = 86_400_000_000
-MICROS = CodecOptions(timestamptz_mode="micros")
+# Converters keep Debezium's sentinels; the default clamp happens in the encoder
+# (tests/encode/test_special_values.py), except inside arrays, tested there too.
+SENTINEL = CodecOptions(out_of_range="sentinel")
+MICROS = CodecOptions(timestamptz_mode="micros", out_of_range="sentinel")
 ISO = CodecOptions(timestamptz_mode="iso")
 DOUBLE = CodecOptions(numeric_mode="double")
 VARIABLE = CodecOptions(numeric_mode="variable")
@@ -201,6 +204,7 @@ CASES = [
             ("infinity", I32_MAX),
             ("-infinity", I32_MIN),
         ],
+        options=SENTINEL,
     ),
     Case(
         "time",
@@ -210,6 +214,7 @@ CASES = [
             ("24:00:00", 86_400_000_000),
             ("12:34:56.5", 45_296_500_000),
         ],
+        options=SENTINEL,
     ),
     Case(
         "timetz",
@@ -231,6 +236,7 @@ CASES = [
             ("-infinity", I64_MIN),
             ("294276-12-31 23:59:59.999999", I64_MAX),
         ],
+        options=SENTINEL,
     ),
     Case(
         "timestamptz",
@@ -498,6 +504,9 @@ def test_enum_schema_lists_labels(catalog: PgCatalog, pg_conn: Conn) -> None:
     assert codec.avro_schema == {
         "type": "string",
         "pg.type": "public.mood",
+        "connect.name": "io.debezium.data.Enum",
+        "connect.version": 1,
+        "connect.parameters": {"allowed": 'sad,ok,happy,with space,q"uote'},
         "pg.enum.labels": ["sad", "ok", "happy", "with space", 'q"uote'],
     }
 
@@ -509,6 +518,9 @@ def test_domain_schema_names_base_and_domain(catalog: PgCatalog, pg_conn: Conn) 
         "logicalType": "decimal",
         "precision": 8,
         "scale": 3,
+        "connect.name": "org.apache.kafka.connect.data.Decimal",
+        "connect.version": 1,
+        "connect.parameters": {"scale": "3", "connect.decimal.precision": "8"},
         "pg.type": "numeric",
         "pg.domain": "public.price",
     }

@@ -1,0 +1,272 @@
+"""Values a schema cannot hold (pure unit tests): clamped by default and named in the
+envelope's special_values, Debezium's sentinels with avro.out_of_range sentinel.
+
+Each record is compared byte for byte with the fastavro oracle, then read back by
+fastavro with the logical types applied: by default every value is readable (what
+confluent-kafka's AvroDeserializer does with it), and PostgreSQL's text of each value
+that was clamped or is NaN is in special_values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import fastavro
+import pytest
+
+from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
+from bridge.events.model import Change
+from bridge.schema import CodecOptions, StaticCatalog
+from bridge.schema.table import TableCodec, TableDetails
+from tests.encode.oracle import Oracle
+
+NUMERIC_12_2 = ((12 << 16) | 2) + 4
+NUMERIC_40_8 = ((40 << 16) | 8) + 4
+COLUMNS = (
+    Column(1, "id", 23, -1),
+    Column(0, "d", 1082, -1),
+    Column(0, "t", 1083, -1),
+    Column(0, "ts", 1114, -1),
+    Column(0, "tz", 1184, -1),
+    Column(0, "n", 1700, NUMERIC_12_2),
+    Column(0, "da", 1182, -1),
+    Column(0, "w", 1700, NUMERIC_40_8),
+)
+RELATION = Relation(None, 5, "public", "edge", "d", COLUMNS)
+TX = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0)
+I32, I64 = struct.Struct(">i"), struct.Struct(">q")
+PG_EPOCH_DAYS = 10_957
+NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)
+UTC = dt.UTC
+
+
+def _date_array(items: list[int | None]) -> bytes:
+    head = struct.pack(">iiIii", 1, 1, 1082, len(items), 1)
+    return head + b"".join(
+        struct.pack(">i", -1) if i is None else struct.pack(">ii", 4, i) for i in items
+    )
+
+
+def _numeric_text(text: str) -> bytes:
+    """numeric_send of a small decimal string (for the wide column): via its digits."""
+    whole, _, frac = text.partition(".")
+    scale = len(frac)
+    unscaled = int(whole + frac)
+    groups = (scale + 3) // 4
+    rest = abs(unscaled) * 10 ** (groups * 4 - scale)
+    digits: list[int] = []
+    while rest:
+        digits.insert(0, rest % 10_000)
+        rest //= 10_000
+    weight = len(digits) - groups - 1
+    head = struct.pack(">hhHh", len(digits), weight, 0x4000 if unscaled < 0 else 0, scale)
+    return head + struct.pack(f">{len(digits)}h", *digits)
+
+
+# (text tuple, binary tuple) of the same rows
+TEXT_ROWS = [
+    (
+        b"1",
+        b"infinity",
+        b"24:00:00",
+        b"-infinity",
+        b"infinity",
+        b"NaN",
+        b"{2020-01-01,infinity,NULL}",
+        b"1.5",
+    ),
+    (
+        b"2",
+        b"2020-02-29",
+        b"12:00:00",
+        b"2020-01-01 00:00:00",
+        b"2020-01-01 00:00:00+00",
+        b"1.25",
+        b"{}",
+        b"123456789012345678901234567890.12345678",
+    ),
+]
+BINARY_ROWS = [
+    (
+        I32.pack(1),
+        I32.pack(2**31 - 1),
+        I64.pack(86_400_000_000),
+        I64.pack(-(2**63)),
+        I64.pack(2**63 - 1),
+        NAN,
+        _date_array([18_262 - PG_EPOCH_DAYS, 2**31 - 1, None]),
+        _numeric_text("1.5"),
+    ),
+]
+CLAMPED_AFTER = {
+    "id": 1,
+    "d": dt.date(9999, 12, 31),
+    "t": dt.time(23, 59, 59, 999_999),
+    "ts": dt.datetime(1, 1, 1),
+    "tz": dt.datetime(9999, 12, 30, 23, 59, 59, 999_999, tzinfo=UTC),  # a day inside
+    "n": None,
+    "da": [dt.date(2020, 1, 1), dt.date(9999, 12, 31), None],
+    "w": "1.5",
+}
+SPECIALS = {
+    "after.d": "infinity",
+    "after.t": "24:00:00",
+    "after.ts": "-infinity",
+    "after.tz": "infinity",
+    "after.n": "NaN",
+    "after.da": "{2020-01-01,infinity,NULL}",
+}
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
+        yield
+
+
+def table(options: CodecOptions, key: tuple[str, ...] = ("id",)) -> TableCodec:
+    return TableCodec(RELATION, StaticCatalog(), TableDetails(key, {}), options, "srv")
+
+
+def records(t: TableCodec, op: str, old: TupleData | None, new: TupleData | None) -> Any:
+    """The encoder's records, checked byte for byte against the fastavro oracle."""
+    c = Change(op, RELATION, "O" if old is not None else "", old, new, 0, (RELATION,), 0, None)
+    got = ChangeEncoder(t, 7, 8).records(c, TX)
+    assert got == Oracle(t, 7, 8).records(c, TX)
+    return got
+
+
+def read(t: TableCodec, value: bytes) -> Any:
+    return fastavro.schemaless_reader(
+        io.BytesIO(value[5:]), fastavro.parse_schema(t.envelope_schema)
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "row"), [(KIND_TEXT, TEXT_ROWS[0]), (KIND_BINARY, BINARY_ROWS[0])]
+)
+def test_default_clamps_and_names_each_special_value(kind: int, row: tuple[bytes, ...]) -> None:
+    t = table(CodecOptions())
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * len(row)), row))
+    envelope = read(t, value)
+    assert envelope["after"] == CLAMPED_AFTER
+    assert envelope["special_values"] == SPECIALS
+
+
+def test_ordinary_rows_have_no_special_values() -> None:
+    t = table(CodecOptions())
+    row = TEXT_ROWS[1]
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * len(row)), row))
+    envelope = read(t, value)
+    assert envelope["special_values"] is None
+    assert envelope["after"]["ts"] == dt.datetime(2020, 1, 1)  # local-timestamp-micros: naive
+    assert envelope["after"]["w"] == "123456789012345678901234567890.12345678"
+
+
+def test_bc_and_far_future_values_clamp_with_their_text() -> None:
+    t = table(CodecOptions())
+    row = (b"3", b"4713-01-01 BC", b"00:00:00", b"12000-01-01 00:00:00",
+           b"0044-03-15 12:00:00+00 BC", b"-Infinity", b"{0001-01-01}", b"NaN")  # fmt: skip
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
+    envelope = read(t, value)
+    assert envelope["after"]["d"] == dt.date(1, 1, 1)
+    assert envelope["after"]["ts"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999_999)
+    assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
+    assert envelope["after"]["w"] == "NaN"  # the wide numeric's string keeps NaN itself
+    assert envelope["special_values"] == {
+        "after.d": "4713-01-01 BC",
+        "after.ts": "12000-01-01 00:00:00",
+        "after.tz": "0044-03-15 12:00:00+00 BC",
+        "after.n": "-Infinity",
+    }
+
+
+def test_timestamptz_keeps_a_day_inside_for_local_time_conversions() -> None:
+    """0001-01-01 UTC is valid, but a consumer converting it to local time (Spark's
+    collect()) leaves year 1: timestamptz is clamped one day further inside."""
+    t = table(CodecOptions())
+    row = (b"4", b"0001-01-01", b"00:00:00", b"0001-01-01 00:00:00", b"0001-01-02 12:00:00+00",
+           b"1", b"{}", b"1")  # fmt: skip
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
+    envelope = read(t, value)
+    assert envelope["after"]["d"] == dt.date(1, 1, 1)
+    assert envelope["after"]["ts"] == dt.datetime(1, 1, 1)
+    assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
+    assert envelope["special_values"] == {"after.tz": "0001-01-02 12:00:00+00"}
+
+
+def test_update_and_delete_name_before_and_after() -> None:
+    t = table(CodecOptions())
+    kinds = bytes([KIND_TEXT] * 8)
+    old, new = TupleData(kinds, TEXT_ROWS[0]), TupleData(kinds, (b"1", *TEXT_ROWS[1][1:]))
+    [(_k, update, _)] = records(t, "u", old, new)
+    assert read(t, update)["special_values"] == {
+        "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
+    }
+    delete = records(t, "d", old, None)
+    assert read(t, delete[0][1])["special_values"] == {
+        "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
+    }
+
+
+def test_key_change_splits_before_and_after_specials() -> None:
+    t = table(CodecOptions())
+    kinds = bytes([KIND_TEXT] * 8)
+    old = TupleData(kinds, TEXT_ROWS[0])
+    new = TupleData(kinds, (b"9", *TEXT_ROWS[0][1:]))
+    out = records(t, "u", old, new)
+    assert [read(t, v)["special_values"] for _, v, _ in out if v is not None] == [
+        {"before." + k.removeprefix("after."): v for k, v in SPECIALS.items()},
+        SPECIALS,
+    ]
+
+
+def test_clamped_date_in_the_key() -> None:
+    t = table(CodecOptions(), key=("d",))
+    row = TEXT_ROWS[0]
+    [(key, _value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
+    assert key is not None
+    assert fastavro.schemaless_reader(io.BytesIO(key[5:]), t.key_schema) == {
+        "d": dt.date(9999, 12, 31)
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "row"), [(KIND_TEXT, TEXT_ROWS[0]), (KIND_BINARY, BINARY_ROWS[0])]
+)
+def test_sentinel_mode_keeps_debeziums_extremes(kind: int, row: tuple[bytes, ...]) -> None:
+    """avro.out_of_range sentinel: int32/int64 extremes and 24:00:00 as written before;
+    NaN stays listed (it is null in the decimal either way)."""
+    t = table(CodecOptions(out_of_range="sentinel", timestamp_mode="instant"))
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 8), row))
+    raw_schema = {**t.envelope_schema}
+    envelope = fastavro.schemaless_reader(
+        io.BytesIO(value[5:]), fastavro.parse_schema(_no_logical(raw_schema))
+    )
+    after = envelope["after"]
+    assert (after["d"], after["t"], after["ts"], after["tz"]) == (
+        2**31 - 1,
+        86_400_000_000,
+        -(2**63),
+        2**63 - 1,
+    )
+    assert after["da"] == [18_262, 2**31 - 1, None]
+    assert envelope["special_values"] == {"after.n": "NaN"}
+    ts_schema = next(
+        f for f in t.envelope_schema["fields"][0]["type"][1]["fields"] if f["name"] == "ts"
+    )
+    assert ts_schema["type"][1]["logicalType"] == "timestamp-micros"
+
+
+def _no_logical(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_no_logical(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _no_logical(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
