@@ -12,11 +12,12 @@ read by ctid ranges (or, for a partitioned root, in one piece).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from psycopg import sql
 
+from bridge.config import SourceConfig
 from bridge.decode.messages import Column, Relation
 from bridge.errors import SourceError
 
@@ -126,6 +127,32 @@ def published_tables(
         Published(oid, nsp, name, tuple(cols) if cols else None, rowfilter, pglogical or exact)
         for oid, nsp, name, cols, rowfilter in rows
     ]
+
+
+def captured_tables(
+    conn: Any,
+    source: SourceConfig,
+    captures: Callable[[Published], bool],
+    wanted: Sequence[str],
+) -> tuple[list[SnapshotTable], list[str]]:
+    """The tables the plugin sends that `captures` keeps (the filters, less the bridge's
+    own tables), or those of them named in `wanted`, described; and the names in `wanted`
+    that are not captured, for the caller to refuse in terms of its own setting."""
+    published = published_tables(
+        conn,
+        plugin=source.plugin,
+        publication=source.publication_name,
+        replication_sets=source.replication_sets,
+    )
+    kept = {p.oid: p for p in published if captures(p)}
+    if wanted:
+        oids = resolve(conn, wanted)
+        missing = [name for name in wanted if oids.get(name) not in kept]
+        chosen = [kept[oids[name]] for name in wanted if name not in missing]
+    else:
+        missing, chosen = [], list(kept.values())
+    tables = [describe_table(conn, p.oid, p.columns, p.row_filter, p.generated) for p in chosen]
+    return tables, missing
 
 
 def resolve(conn: Any, names: Sequence[str]) -> dict[str, int]:

@@ -174,34 +174,22 @@ class InitialSnapshot:
 
     def _tables(self, conn: psycopg.Connection[Any]) -> list[catalog.SnapshotTable]:
         """The captured tables the plugin sends (or those in snapshot.tables)."""
-        src, wanted = self._cfg.source, self._cfg.snapshot.tables
-        captured = {
-            p.oid: p
-            for p in catalog.published_tables(
-                conn,
-                plugin=src.plugin,
-                publication=src.publication_name,
-                replication_sets=src.replication_sets,
+        tables, missing = catalog.captured_tables(
+            conn,
+            self._cfg.source,
+            lambda p: (
+                self._routing.matches(p.namespace, p.name)
+                and not is_private(self._store.schema, p.namespace, p.name)
+            ),
+            self._cfg.snapshot.tables,
+        )
+        if missing:
+            raise ConfigError(
+                f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
+                hint="add them to the publication (or replication set) and to the filters, "
+                "or remove them from snapshot.tables",
             )
-            if self._routing.matches(p.namespace, p.name)
-            and not is_private(self._store.schema, p.namespace, p.name)
-        }
-        if wanted:
-            oids = catalog.resolve(conn, wanted)
-            missing = [name for name in wanted if oids.get(name) not in captured]
-            if missing:
-                raise ConfigError(
-                    f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
-                    hint="add them to the publication (or replication set) and to the filters, "
-                    "or remove them from snapshot.tables",
-                )
-            selected = [captured[oids[name]] for name in wanted]
-        else:
-            selected = list(captured.values())
-        return [
-            catalog.describe_table(conn, p.oid, p.columns, p.row_filter, p.generated)
-            for p in selected
-        ]
+        return tables
 
     def _start_readers(self, tables: list[catalog.SnapshotTable]) -> dict[str, list[ChunkState]]:
         """Readers up with the snapshot imported, then `release`; returns the stored chunks."""

@@ -63,33 +63,22 @@ def captured_tables(
 ) -> list[SnapshotTable]:
     """The tables the bridge streams (publication or replication sets, then the filters),
     or those of them named in `wanted`."""
-    src = cfg.source
     routing = Routing.from_config(cfg)
-    published = {
-        p.oid: p
-        for p in catalog.published_tables(
-            conn,
-            plugin=src.plugin,
-            publication=src.publication_name,
-            replication_sets=src.replication_sets,
+    tables, missing = catalog.captured_tables(
+        conn,
+        cfg.source,
+        lambda p: (
+            routing.matches(p.namespace, p.name)
+            and not is_private(cfg.snapshot.progress_schema, p.namespace, p.name)
+        ),
+        wanted,
+    )
+    if missing:
+        raise ConfigError(
+            f"--tables names table(s) the bridge does not capture: {', '.join(missing)}",
+            hint="name them as schema.table; they must be in the publication and filters",
         )
-        if routing.matches(p.namespace, p.name)
-        and not is_private(cfg.snapshot.progress_schema, p.namespace, p.name)
-    }
-    if wanted:
-        oids = catalog.resolve(conn, wanted)
-        missing = [name for name in wanted if oids.get(name) not in published]
-        if missing:
-            raise ConfigError(
-                f"--tables names table(s) the bridge does not capture: {', '.join(missing)}",
-                hint="name them as schema.table; they must be in the publication and filters",
-            )
-        chosen = [published[oids[name]] for name in wanted]
-    else:
-        chosen = list(published.values())
-    return [
-        catalog.describe_table(conn, p.oid, p.columns, p.row_filter, p.generated) for p in chosen
-    ]
+    return tables
 
 
 def await_delivered(cfg: Config, conn: psycopg.Connection[Any], point: int, timeout: float) -> None:
