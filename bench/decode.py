@@ -134,7 +134,7 @@ class Drain:
                     continue
                 raw = bytes(data.payload)
                 payload += len(raw)
-                for event in feed(decode(raw), raw, data.wal_end):
+                for event in feed(decode(raw), raw, data.wal_start, data.wal_end):
                     if type(event) is Change:
                         rows += 1
                         if not rows & 0xFFF:

@@ -89,7 +89,7 @@ class LiveSource:
             raw = bytes(data.payload)
             msg = decode(raw)
             self.messages.append(msg)
-            for event in feed(msg, raw, data.wal_end):
+            for event in feed(msg, raw, data.wal_start, data.wal_end):
                 events.append(event)
                 if type(event) is TxCommit:
                     self.stream.confirm(event.end_lsn)
