@@ -145,5 +145,7 @@ def test_run_stops_when_the_registry_is_unreachable(
     settings["snapshot"]["mode"] = "initial"  # the existing row is read at once
     path.write_text(yaml.safe_dump(settings))
     line = error_line(bridge("run", "--config", str(path)), 1)
-    assert "schema registry unreachable while registering" in line
+    # the first registry call for a new table version reads the subject's newest schema
+    # (the defaults it carries across a table rewrite), before registering
+    assert "schema registry unreachable while reading 'bridge.public.t-value'" in line
     assert "(check registry.url" in line
