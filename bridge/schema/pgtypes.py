@@ -109,8 +109,16 @@ TIME_MAX_US: Final = _US_PER_DAY - 1
 # zone's local value, and the conversion's own day of margin, within years 1..9999.
 TIMESTAMPTZ_MIN_US: Final = TIMESTAMP_MIN_US + 2 * _US_PER_DAY
 TIMESTAMPTZ_MAX_US: Final = TIMESTAMP_MAX_US - _US_PER_DAY
-# Debezium's semantic type names (connect.name) and the Kafka Connect Decimal.
-_DEBEZIUM_DATE: Final = "io.debezium.time.Date"
+# Kafka Connect's own logical types, which its Avro converters derive from these Avro
+# logical types themselves: a field carrying one of them must not name another type in
+# connect.name (the converter refuses the record: "Mismatched names ... differs from name
+# in source schema", and Debezium's JDBC sink task dies), so Debezium's names for the same
+# values (io.debezium.time.Date, .Time, .Timestamp) give way to Connect's here.
+_CONNECT_LOGICAL: Final = {
+    "date": "org.apache.kafka.connect.data.Date",
+    "time-millis": "org.apache.kafka.connect.data.Time",
+    "timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
+}
 _CONNECT_DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
 
 INTERVAL_SCHEMA: AvroSchema = {
@@ -252,7 +260,9 @@ def _s(avro_type: str, **extra: Any) -> AvroSchema:
 
 def _connect(schema: AvroSchema, name: str, **parameters: str) -> AvroSchema:
     """Debezium's semantic type name as its Avro converter writes it (connect.name,
-    connect.version and connect.parameters), beside the Avro logical type."""
+    connect.version and connect.parameters), beside the Avro logical type; Connect's own
+    name where the logical type is one of Connect's (`_CONNECT_LOGICAL`)."""
+    name = _CONNECT_LOGICAL.get(schema.get("logicalType", ""), name)
     out = {**schema, "connect.name": name, "connect.version": 1}
     if parameters:
         out["connect.parameters"] = parameters
@@ -413,12 +423,8 @@ def _bounded(typed: ColumnType, low: int, high: int, options: CodecOptions) -> C
 
 
 def _date_type(t: PgType, typmod: int, options: CodecOptions) -> ColumnType:
-    name = (
-        "org.apache.kafka.connect.data.Date"
-        if options.time_precision_mode == "connect"
-        else _DEBEZIUM_DATE
-    )
-    typed = _typed(_connect(_s("int", logicalType="date"), name), t, Wire.DATE)
+    schema = _connect(_s("int", logicalType="date"), _CONNECT_LOGICAL["date"])
+    typed = _typed(schema, t, Wire.DATE)
     return _bounded(typed, DATE_MIN, DATE_MAX, options)
 
 

@@ -117,7 +117,8 @@ DEFAULTS = {
 # (options, the fields that differ from DEFAULTS, connect.name of some fields)
 CASES: list[tuple[dict[str, str], dict[str, Any], dict[str, str]]] = [
     ({}, {}, {"t": "io.debezium.time.MicroTime", "ts": "io.debezium.time.MicroTimestamp",
-              "d": "io.debezium.time.Date", "n": "org.apache.kafka.connect.data.Decimal"}),
+              "d": "org.apache.kafka.connect.data.Date",
+              "n": "org.apache.kafka.connect.data.Decimal"}),
     ({"binary_mode": "base64"}, {"b": "AP8Q"}, {}),
     ({"binary_mode": "hex"}, {"b": "00ff10"}, {}),
     ({"decimal_mode": "double"}, {"n": 12.34, "w": -1.5}, {}),
@@ -129,7 +130,7 @@ CASES: list[tuple[dict[str, str], dict[str, Any], dict[str, str]]] = [
      {"t": "org.apache.kafka.connect.data.Time", "ts": "org.apache.kafka.connect.data.Timestamp",
       "d": "org.apache.kafka.connect.data.Date"}),
     ({"time_precision_mode": "adaptive"}, {},
-     {"t": "io.debezium.time.MicroTime", "t3": "io.debezium.time.Time",
+     {"t": "io.debezium.time.MicroTime", "t3": "org.apache.kafka.connect.data.Time",
       "ts3": "io.debezium.time.Timestamp"}),
     ({"interval_mode": "string"}, {"iv": "P1Y2M3DT4H5M6.78S"}, {"iv": "io.debezium.time.Interval"}),
     ({"interval_mode": "numeric"},
