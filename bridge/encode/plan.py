@@ -175,8 +175,9 @@ class _Column:
         self.specials.append((self.name, raw.decode() if text else self.special_text(raw)))
 
     def check(self, x: Any, raw: bytes, text: bool) -> Any:
-        """A converted value of a `checked` column: NaN (None) reported, a value outside
-        (low, high) clamped, an array with clamped elements reported."""
+        """A converted value of a `checked` column: NaN (None) reported, a bounded value
+        outside (low, high) clamped, an array with clamped elements reported. Numerics are
+        checked for NaN only: their values are no ints (a VariableScaleDecimal record)."""
         clamped = self.clamped_elements
         if clamped is not None:
             if clamped:
@@ -185,7 +186,7 @@ class _Column:
             return x
         if x is None:
             self.special(raw, text)
-        elif not self.low <= x <= self.high:
+        elif self.bounded and not self.low <= x <= self.high:
             return self.clamped(x, raw, text)
         return x
 

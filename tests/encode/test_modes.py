@@ -185,3 +185,33 @@ def test_interval_iso_text_follows_debezium_signs() -> None:
     )
     assert interval_iso({"months": 0, "days": 0, "micros": -500_000}) == "P0Y0M0DT0H0M-0.5S"
     assert interval_iso({"months": 0, "days": 0, "micros": 0}) == "P0Y0M0DT0H0M0S"
+
+
+@pytest.mark.parametrize(
+    ("typmod", "options", "text", "expected"),
+    [
+        # numeric(38,0) far beyond int64: a checked column, but not a bounded one
+        (((38 << 16) | 0) + 4, {}, b"-" + b"9" * 38, Decimal("-" + "9" * 38)),
+        (((38 << 16) | 0) + 4, {}, b"9" * 38, Decimal("9" * 38)),
+        # numeric without typmod as Debezium's VariableScaleDecimal record (a dict)
+        (-1, {"numeric_mode": "variable"}, b"3.14159", {"scale": 5, "value": b"\x04\xcb\x2f"}),
+    ],
+)
+def test_wide_numerics_are_written_unclamped(
+    typmod: int, options: dict[str, str], text: bytes, expected: Any
+) -> None:
+    relation = Relation(None, 7, "public", "wide", "d", (COLUMNS[0], Column(0, "v", 1700, typmod)))
+    t = TableCodec(
+        relation, StaticCatalog([]), TableDetails(("id",), {}), CodecOptions(**options), "srv"
+    )
+    new = TupleData(bytes([KIND_TEXT] * 2), (b"1", text))
+    c = Change("c", relation, "", None, new, 0, (relation,), 0, None)
+    got = ChangeEncoder(t, 7, 8).records(c, TX)
+    assert got == Oracle(t, 7, 8).records(c, TX)
+    [(_key, value, _)] = got
+    assert value is not None
+    envelope = fastavro.schemaless_reader(
+        io.BytesIO(value[5:]), fastavro.parse_schema(t.envelope_schema)
+    )
+    assert envelope["after"] == {"id": 1, "v": expected}
+    assert envelope["special_values"] is None
