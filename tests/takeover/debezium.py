@@ -7,16 +7,26 @@ machine); here it gets Apicurio's Avro converter (Confluent wire format, subject
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "bench") not in sys.path:
-    sys.path.insert(0, str(ROOT / "bench"))
 
-dbz: Any = importlib.import_module("compare_debezium")
+
+def _load_bench_module(name: str) -> Any:
+    """bench/<name>.py by its path: bench/ itself stays off sys.path, where its profile.py
+    would shadow the standard library's (pyspark imports cProfile, which imports profile)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+dbz: Any = _load_bench_module("compare_debezium")
 
 
 def avro_debezium(
