@@ -39,38 +39,17 @@ logger.dbz.level = info
 """
 
 
-def _maven_libs(pom: Path, name: str, java_home: Path, log_path: Path) -> Path:
-    """Directory of the runtime jars `pom` depends on, resolved once per machine."""
-
-    def build(scratch: Path) -> Path:
-        _install.run_maven(
-            COMPONENT,
-            pom,
-            [
-                "dependency:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={scratch / 'out' / 'libs'}",
-            ],
-            scratch,
-            java_home,
-            log_path,
-        )
-        return scratch / "out"
-
-    cache = _install.cached_build(COMPONENT, name, log_path, build)
-    return Path(cache) / "libs"
-
-
 def debezium_libs(java_home: Path, log_path: Path) -> Path:
     """Directory of Connect's and the connector's jars."""
-    return _maven_libs(POM, f"debezium-{DEBEZIUM_VERSION}", java_home, log_path)
+    return Path(
+        _install.maven_libs(COMPONENT, POM, f"debezium-{DEBEZIUM_VERSION}", java_home, log_path)
+    )
 
 
 def avro_converter_libs(java_home: Path, log_path: Path) -> Path:
     """Directory of Apicurio's Avro converter jars (Confluent wire format, ccompat subjects)."""
-    return _maven_libs(
-        CONVERTER_POM, f"debezium-avro-converter-{CONVERTER_VERSION}", java_home, log_path
-    )
+    name = f"debezium-avro-converter-{CONVERTER_VERSION}"
+    return Path(_install.maven_libs(COMPONENT, CONVERTER_POM, name, java_home, log_path))
 
 
 def avro_converter(registry_url: str) -> dict[str, str | int]:

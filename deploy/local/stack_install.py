@@ -135,3 +135,20 @@ def run_maven(
     argv = ["mvn", "-B", "-ntp", "-q", "-s", str(MAVEN_SETTINGS), *goals]
     run_logged(component, argv, log_path, env=env, cwd=project, timeout=1800.0)
     return project
+
+
+def maven_libs(component: str, pom: Path, name: str, java_home: Path, log_path: Path) -> Path:
+    """Directory of the runtime jars `pom` depends on, resolved from Maven Central once per
+    machine into the cache dir `name` (Kafka Connect workers and their plugins)."""
+
+    def build(scratch: Path) -> Path:
+        out = scratch / "out" / "libs"
+        goals = [
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={out}",
+        ]
+        run_maven(component, pom, goals, scratch, java_home, log_path)
+        return scratch / "out"
+
+    return cached_build(component, name, log_path, build) / "libs"

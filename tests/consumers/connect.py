@@ -61,24 +61,8 @@ logger.task.level = info
 
 def connect_libs(java_home: Path, log_path: Path) -> Path:
     """Directory of Connect's, the sink's and the converter's jars, resolved once per machine."""
-
-    def build(scratch: Path) -> Path:
-        _install.run_maven(
-            COMPONENT,
-            POM,
-            [
-                "dependency:copy-dependencies",
-                "-DincludeScope=runtime",
-                f"-DoutputDirectory={scratch / 'out' / 'libs'}",
-            ],
-            scratch,
-            java_home,
-            log_path,
-        )
-        return scratch / "out"
-
-    cache = _install.cached_build(COMPONENT, f"connect-jdbc-sink-{VERSION}", log_path, build)
-    return Path(cache) / "libs"
+    name = f"connect-jdbc-sink-{VERSION}"
+    return Path(_install.maven_libs(COMPONENT, POM, name, java_home, log_path))
 
 
 def avro_converter(registry_url: str) -> dict[str, str]:
