@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+from waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 _LOCAL = str(ROOT / "deploy" / "local")
 if _LOCAL not in sys.path:  # the stack_* modules live beside stack.py, outside any package
@@ -90,6 +94,7 @@ class FlinkSQL:
 
     def run(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Run flink_job.py with `spec` (plus the jars); its JSON result."""
+        _await_described(spec["bootstrap"], spec["topic"])
         python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}"
         env = {
             **os.environ,
@@ -109,3 +114,20 @@ class FlinkSQL:
                 f"the Flink job failed ({done.returncode}):\n{done.stderr[-6000:]}"
             )
         return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _await_described(bootstrap: str, topic: str) -> None:
+    """Wait until the broker describes `topic` to an admin client with a leader for every
+    partition: Flink's Kafka source lists partitions that way and fails the job outright
+    ("This server does not host this topic-partition") on a topic the broker's metadata
+    does not serve yet, as it can just after the topic was created."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def described() -> bool:
+        try:
+            found = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10)
+        except KafkaException:
+            return False
+        return bool(found.partitions) and all(p.leader is not None for p in found.partitions)
+
+    wait_for(described, 60, f"the broker to describe topic {topic}", every=0.2)
