@@ -122,12 +122,21 @@ def _await_described(bootstrap: str, topic: str) -> None:
     ("This server does not host this topic-partition") on a topic the broker's metadata
     does not serve yet, as it can just after the topic was created."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    seen: list[object] = ["nothing yet"]
 
     def described() -> bool:
         try:
             found = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10)
-        except KafkaException:
+        except KafkaException as exc:
+            seen[0] = exc
             return False
+        seen[0] = found
         return bool(found.partitions) and all(p.leader is not None for p in found.partitions)
 
-    wait_for(described, 60, f"the broker to describe topic {topic}", every=0.2)
+    wait_for(
+        described,
+        60,
+        f"the broker to describe topic {topic}",
+        every=0.2,
+        detail=lambda: f"last answer: {seen[0]!r}",
+    )

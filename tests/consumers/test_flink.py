@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from running import running
-from schema.live import bridge_config, confirmed_flush, unique
+from schema.live import bridge_config, confirmed_flush, records_in, topics_named, unique
 from waiting import wait_for
 
 from consumers.flink import FlinkSQL
@@ -48,6 +48,7 @@ def test_flink_debezium_avro_confluent_materialises_the_table(
     for ddl in DDL:
         pg_conn.execute(ddl)
     cfg = bridge_config(stack, pg_db, prefix=unique("flk"))
+    topic = f"{cfg.kafka.topic_prefix}.public.flk"
     with running(cfg) as bridge:
         for statement in WORKLOAD:
             pg_conn.execute(statement)
@@ -59,11 +60,20 @@ def test_flink_debezium_avro_confluent_materialises_the_table(
             "the bridge to deliver the workload",
             every=0.2,
         )
+        # What Flink will read must be in the topic: the 31 inserts at least. Checked on
+        # its own so a missing topic fails here, saying which topics the prefix has.
+        wait_for(
+            lambda: bridge.check() or records_in(cfg, topic) >= 31,
+            60,
+            f"the 31 inserts in topic {topic}",
+            every=0.2,
+            detail=lambda: topics_named(cfg, cfg.kafka.topic_prefix),
+        )
     result = flink_sql.run(
         {
             "bootstrap": stack.kafka_bootstrap,
             "registry": stack.registry_url,
-            "topic": f"{cfg.kafka.topic_prefix}.public.flk",
+            "topic": topic,
             "group": unique("flink"),
             "columns": FLINK_COLUMNS,
             "key": ["id"],

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import fastavro
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -134,6 +135,21 @@ def topic_size(cfg: Config, topic: str) -> int:
     finally:
         consumer.close()
     return int(high) - int(low)
+
+
+def records_in(cfg: Config, topic: str) -> int:
+    """`topic_size`, or 0 while the broker does not know the topic."""
+    try:
+        return topic_size(cfg, topic)
+    except KafkaException:
+        return 0
+
+
+def topics_named(cfg: Config, prefix: str) -> str:
+    """The broker's topics that start with `prefix`, for a failure message."""
+    admin = AdminClient(cfg.kafka.client_config())
+    names = sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix))
+    return f"topics starting with {prefix!r}: {names}"
 
 
 def confirmed_flush(conn: Any, slot: str) -> int:
