@@ -81,7 +81,16 @@ def load_stack() -> ModuleType:
 class Bridge:
     """The bridge as a child process, configured for the bench database."""
 
-    def __init__(self, stack: Any, prefix: str, workdir: Path, *, exactly_once: bool) -> None:
+    def __init__(
+        self,
+        stack: Any,
+        prefix: str,
+        workdir: Path,
+        *,
+        exactly_once: bool,
+        source: dict[str, Any] | None = None,
+    ) -> None:
+        """`source` adds settings to the source section (e.g. streaming)."""
         settings = {
             "source": {
                 "host": stack.pg_host,
@@ -92,6 +101,7 @@ class Bridge:
                 "slot_name": prefix,
                 "publication_name": prefix,
                 "status_interval_s": 1.0,
+                **(source or {}),
             },
             "kafka": {
                 "bootstrap_servers": stack.kafka_bootstrap,
@@ -131,6 +141,14 @@ class Bridge:
         """User + system CPU seconds the running bridge process used so far."""
         assert self.proc is not None
         return proc_cpu_s(self.proc.pid)
+
+    def peak_rss_mib(self) -> float:
+        """The running bridge process's peak resident set (VmHWM) so far, in MiB."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise SystemExit("no VmHWM in /proc status")
 
     def check(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
