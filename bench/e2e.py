@@ -300,7 +300,24 @@ def throughput(
     }
 
 
-def _percentile(values: list[float], q: float) -> float:
+def latency_consumer(stack: Any, group: str, topic: str) -> Consumer:
+    """Create `topic` and a consumer of all its partitions from the start, tuned to hand
+    over each record at once (read_committed: exactly-once records count when visible)."""
+    create_topic(stack.kafka_bootstrap, topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": stack.kafka_bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 5,
+            "fetch.min.bytes": 1,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    return consumer
+
+
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -309,18 +326,8 @@ def latency(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, An
     prefix = f"lat_{time.time_ns() % 10**9}"
     dsn = str(stack.dsn(DB))
     topic = f"{prefix}.public.rows"
-    create_topic(stack.kafka_bootstrap, topic)
+    consumer = latency_consumer(stack, prefix, topic)
     decode = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
-    consumer = Consumer(
-        {
-            "bootstrap.servers": stack.kafka_bootstrap,
-            "group.id": prefix,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 5,
-            "fetch.min.bytes": 1,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     bridge = Bridge(stack, prefix, workdir, exactly_once=args.exactly_once)
     with psycopg.connect(dsn, autocommit=True) as conn:
         slot = Slot(conn, prefix)
@@ -364,7 +371,7 @@ def latency(args: argparse.Namespace, stack: Any, workdir: Path) -> dict[str, An
     ms = {
         name: {
             "p50": round(statistics.median(vals), 1),
-            "p99": round(_percentile(vals, 0.99), 1),
+            "p99": round(percentile(vals, 0.99), 1),
             "max": round(max(vals), 1),
         }
         for name, vals in (

@@ -44,11 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from e2e import DB, PARTITIONS, Bridge, Slot, create_topic, load_stack, wait
+from e2e import DB, Bridge, Slot, latency_consumer, load_stack, percentile, wait
 
 TICK_S = 0.01
 WARMUP_S = 3.0  # schema registration, topic metadata, first batches: not measured
@@ -112,16 +111,11 @@ def write(dsn: str, rate: float | None, seconds: float, size: int, out: Any) -> 
         out.send((ops, ops - measured[0], time.monotonic() - measured[1], measured[2]))
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _summary(values: list[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(values), 1),
-        "p95": round(_pct(values, 0.95), 1),
-        "p99": round(_pct(values, 0.99), 1),
+        "p95": round(percentile(values, 0.95), 1),
+        "p99": round(percentile(values, 0.99), 1),
         "max": round(max(values), 1),
     }
 
@@ -135,18 +129,8 @@ def run(
         conn.execute("DROP TABLE IF EXISTS lat")
         conn.execute(DDL)
     topic = f"{prefix}.public.lat"
-    create_topic(stack.kafka_bootstrap, topic)
+    consumer = latency_consumer(stack, prefix, topic)
     decode = AvroDeserializer(SchemaRegistryClient({"url": stack.registry_url}))
-    consumer = Consumer(
-        {
-            "bootstrap.servers": stack.kafka_bootstrap,
-            "group.id": prefix,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 5,
-            "fetch.min.bytes": 1,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     bridge = Bridge(stack, prefix, workdir, exactly_once=eos)
     with psycopg.connect(dsn, autocommit=True) as conn:
         slot = Slot(conn, prefix)
