@@ -51,7 +51,9 @@ def test_protocol_error_stops_without_acknowledging_past_the_last_good_tx(
     pipeline.decode = poisoned
     with running(pipeline) as bridge:
         pg_conn.execute("INSERT INTO t VALUES (1, 'good')")
-        good_end = LSN.parse(str(pg_conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]))  # type: ignore[index]
+        row = pg_conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        assert row is not None
+        good_end = LSN.parse(row[0])
         wait_for(  # idle follows keepalives
             lambda: slot_position(pg_conn, slot_name) >= good_end, 60, "the good transaction's ack"
         )

@@ -13,7 +13,7 @@ registered envelope schema (`before` = the key, `source.lsn` = the verification 
 Such a delete must not land after a newer live change of that key, so each table's ghosts
 are deleted under `LOCK TABLE ... IN SHARE MODE` (reads go on; writes wait a few
 seconds): once granted, no write to the table is in progress or can start; verify waits
-until the bridge has delivered everything up to `pg_current_wal_lsn()`, reads the topic
+until the bridge has delivered everything up to `pg_current_wal_insert_lsn()`, reads the topic
 from where verification stopped, drops from the ghosts any key that got a record since
 (it is no longer known to be a ghost: the next verify judges it), produces the deletes
 and waits for Kafka's confirmation, and only then releases the lock. Every later change
@@ -173,7 +173,7 @@ def _delete_ghosts(
                 f"cannot lock {result.table} against writes: {str(exc).strip()}",
                 hint="deleting ghosts needs UPDATE, DELETE or TRUNCATE on the table",
             ) from None
-        (now,) = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone() or (0,)
+        (now,) = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone() or (0,)
         await_delivered(cfg, conn, int(now), timeout)
         since = TopicState(decoder, 2**63)  # every record since verification
         read_topic(cfg, result.topic, since, timeout, start=result.ends)

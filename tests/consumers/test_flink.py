@@ -52,7 +52,7 @@ def test_flink_debezium_avro_confluent_materialises_the_table(
     with running(cfg) as bridge:
         for statement in WORKLOAD:
             pg_conn.execute(statement)
-        row = pg_conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint").fetchone()
+        row = pg_conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
         assert row is not None
         wait_for(
             lambda: bridge.check() or confirmed_flush(pg_conn, cfg.source.slot_name) >= row[0],

@@ -82,7 +82,7 @@ def _rows(conn: psycopg.Connection[Any], table: str) -> list[tuple[Any, ...]]:
 
 
 def _current_lsn(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint").fetchone()
+    row = conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
     assert row is not None
     return int(row[0])
 
