@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Protocol
 
 import psycopg
 
@@ -27,6 +27,42 @@ from bridge.verify.state import Decoder, Kept, TopicState, differing_columns
 
 SAMPLES = 5  # keys shown per kind of mismatch
 _FETCH = 2000
+
+
+# a lake key's kinds; `behind` keys (not yet applied) are not judged
+LAKE_KINDS: Final = ("equal", "missing", "ghost", "different", "behind", "after_point")
+
+
+@dataclass
+class LakeResult:
+    """One table's verdict on its Delta table (`bridge.verify.lake`), `counts` by `LAKE_KINDS`."""
+
+    target: str
+    version: int = -1
+    counts: Counter[str] = field(default_factory=Counter)
+    columns: Counter[str] = field(default_factory=Counter)
+    samples: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts[k] for k in ("missing", "ghost", "different", "behind"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "version": self.version,
+            "status": "equal" if self.ok else "differs",
+            **{k: self.counts[k] for k in LAKE_KINDS},
+            "different_columns": dict(sorted(self.columns.items())),
+            "sample_keys": self.samples,
+        }
+
+
+class LakeSink(Protocol):
+    """Takes PostgreSQL's rows for the lake comparison (`bridge.verify.lake.LakeSide`, which
+    imports pyspark: this module does not)."""
+
+    def add_row(self, name: bytes, key: bytes, value: bytes) -> None: ...
 
 
 @dataclass
@@ -48,6 +84,7 @@ class TableResult:
     columns: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str | None = None
+    lake: LakeResult | None = None  # with --delta: the Delta table's verdict
     # for --repair: what was compared, how far the topic was read, and the keys to fix
     snapshot_table: SnapshotTable | None = None
     job: TableJob | None = None
@@ -58,7 +95,8 @@ class TableResult:
 
     @property
     def ok(self) -> bool:
-        return self.skipped is None and not (self.missing or self.ghosts or self.different)
+        kafka = not (self.missing or self.ghosts or self.different)
+        return self.skipped is None and kafka and (self.lake is None or self.lake.ok)
 
     @property
     def status(self) -> str:
@@ -87,6 +125,7 @@ class TableResult:
             "different_columns": dict(sorted(self.columns.items())),
             "sample_keys": self.samples,
             "skipped": self.skipped,
+            **({} if self.lake is None else {"lake": self.lake.as_dict()}),
         }
 
 
@@ -96,8 +135,10 @@ def compare_table(
     job: TableJob,
     state: TopicState,
     result: TableResult,
+    lake: LakeSink | None = None,
 ) -> None:
-    """Fill `result` from the table read on `conn` (inside the point's snapshot)."""
+    """Fill `result` from the table read on `conn` (inside the point's snapshot); each row's
+    key (as `Decoder.key`), framed key and value also go to `lake` when given."""
     decoder = state.decoder
     live = {k: s for k, s in state.keys.items() if not s.deleted}
     result.records = state.records
@@ -116,6 +157,8 @@ def compare_table(
                 assert key is not None and value is not None  # a keyed table's "r" record
                 where = f"{table.label} row"
                 name = decoder.key(key, where)
+                if lake is not None:
+                    lake.add_row(name, key, value)
                 after = decoder.envelope(value, where).get("after") or {}
                 columns = b"".join(decoder.digests(after))
                 result.rows += 1

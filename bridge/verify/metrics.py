@@ -41,6 +41,13 @@ def write_metrics(result: Verification, path: Path, seconds: float) -> None:
         ["table", "kind"],
         registry=registry,
     )
+    lake = Gauge(
+        "bridge_verify_lake_mismatches",
+        "Keys that differ between the table and its Delta table (--delta) at the last "
+        "verification; behind: changes the Spark apply had not applied by --timeout",
+        ["table", "kind"],
+        registry=registry,
+    )
     for table in result.tables:
         if table.skipped is not None:
             continue
@@ -51,4 +58,7 @@ def write_metrics(result: Verification, path: Path, seconds: float) -> None:
             ("different", table.different),
         ):
             mismatches.labels(table.table, kind).set(count)
+        if table.lake is not None:
+            for kind in ("missing", "ghost", "different", "behind"):
+                lake.labels(table.table, kind).set(table.lake.counts[kind])
     write_to_textfile(str(path), registry)

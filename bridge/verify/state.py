@@ -198,10 +198,13 @@ class Kept(NamedTuple):
 class TopicState:
     """Records folded into per-key `Kept` states (see the module docstring)."""
 
-    def __init__(self, decoder: Decoder, point: int) -> None:
+    def __init__(self, decoder: Decoder, point: int, *, track_later: bool = False) -> None:
         self.decoder = decoder
         self.point = point
         self.keys: dict[bytes, Kept] = {}  # by `Decoder.key`
+        # with `track_later`: keys changed at or after the point (-> their framed key), which
+        # a lake may already show in a newer state (`bridge.verify.lake`)
+        self.later: dict[bytes, bytes] | None = {} if track_later else None
         self.truncated = 0  # LSN of the newest TRUNCATE folded
         self.records = 0
         self.after_point = 0  # records left out: committed at or after the point
@@ -221,6 +224,8 @@ class TopicState:
         op, lsn = env.get("op"), commit_lsn(env)
         if (lsn > self.point) if op == "r" else (lsn >= self.point):
             self.after_point += 1
+            if self.later is not None and key is not None and op != "t":
+                self.later[self.decoder.key(key, where)] = key
             return
         if op == "t":
             if lsn > self.truncated:
