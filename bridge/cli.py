@@ -21,7 +21,7 @@ from bridge.config import Config, load_config
 from bridge.debezium_import import import_connector, read_connector_file, render
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
-from bridge.verify.metrics import write_metrics
+from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import parse_targets
@@ -153,6 +153,10 @@ def verify(
         Path | None,
         typer.Option(help="Write the result as Prometheus metrics (textfile collector format)."),
     ] = None,
+    push_gateway: Annotated[
+        str | None,
+        typer.Option(help="Push the result as Prometheus metrics to this Pushgateway URL."),
+    ] = None,
     delta: Annotated[
         list[str] | None,
         typer.Option(
@@ -187,8 +191,14 @@ def verify(
         typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)
+    seconds = time.monotonic() - started
     if metrics_file is not None:
-        write_metrics(result, metrics_file, time.monotonic() - started)
+        write_metrics(result, metrics_file, seconds)
+    if push_gateway is not None:
+        try:
+            push_metrics(result, push_gateway, cfg.source.slot_name, seconds)
+        except BridgeError as exc:
+            _fail(exc, mask.scrub)
     raise typer.Exit(0 if result.ok else 1)
 
 
