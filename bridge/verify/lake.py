@@ -53,8 +53,8 @@ from bridge.errors import VerifyError
 from bridge.spark.apply import TARGET_META
 from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import SAMPLES, LakeResult
-from bridge.verify.state import TopicState
+from bridge.verify.compare import LAKE_KINDS, SAMPLES, LakeResult
+from bridge.verify.state import TopicState, schema_id
 
 _POLL_S: Final = 1.0
 _RAW = StructType(
@@ -109,16 +109,25 @@ class LakeSide:
         self._raw: list[tuple[str, int, int, bytes | None, bytes | None]] = []
         self._side: list[tuple[int, int | None, bool | None, bool]] = []
         self._seen: set[bytes] = set()
+        self._groups: set[tuple[str, int | None, int | None, int | None]] = set()
 
     def add_row(self, name: bytes, key: bytes, value: bytes) -> None:
         self._add(name, key, value)
         self._seen.add(name)
 
     def _add(self, name: bytes, key: bytes, value: bytes | None) -> None:
+        """One raw Kafka row for the reader (offset = row number) and its side columns."""
         kept = self.state.keys.get(name)
         later = self.state.later is not None and name in self.state.later
         row = len(self._raw)
         self._raw.append((self.topic, 0, row, key, value))
+        # the reader's (topic, value id, key id of a key-only row, old key id), known here:
+        # no Spark job to find them
+        self._groups.add(
+            (self.topic, None, schema_id(key, self.topic), None)
+            if value is None
+            else (self.topic, schema_id(value, self.topic), None, None)
+        )
         self._side.append(
             (row, None if kept is None else kept.lsn, None if kept is None else kept.deleted, later)
         )
@@ -153,7 +162,8 @@ class LakeSide:
             )
         schemas = SchemaSource(cfg.registry.url, auth)
         try:
-            decoded = ChangeDecoder(schemas, "keep").decode(spark.createDataFrame(self._raw, _RAW))
+            raw = spark.createDataFrame(self._raw, _RAW)
+            decoded = ChangeDecoder(schemas, "keep").decode(raw, self._groups)
         finally:
             schemas.close()
         data = [c for c in decoded.columns if c not in META_TYPES and c not in key_columns]
@@ -174,11 +184,8 @@ class LakeSide:
         try:
             while True:
                 version, lake = _latest(spark, target)
-                judged = _judge(ours, lake, key_columns, data, self.state).persist()
-                try:
-                    result = _summarise(judged, target, version, key_columns)
-                finally:
-                    judged.unpersist()
+                judged = _judge(ours, lake, key_columns, data, self.state)
+                result = _summarise(judged, target, version, key_columns, data)
                 if not result.counts["behind"] or time.monotonic() > deadline:
                     return result
                 time.sleep(_POLL_S)
@@ -255,23 +262,36 @@ def _same(a: Column, b: Column, kind: DataType) -> Column:
     return a.eqNullSafe(b)
 
 
-def _summarise(judged: DataFrame, target: str, version: int, keys: list[str]) -> LakeResult:
-    result = LakeResult(target, version)
-    for row in judged.where(sf.col("__kind").isNotNull()).groupBy("__kind").count().collect():
-        result.counts[row["__kind"]] = int(row["count"])
-    different = judged.where(sf.col("__kind") == "different")
-    for row in different.select(sf.explode("__columns").alias("c")).groupBy("c").count().collect():
-        result.columns[row["c"]] = int(row["count"])
-    for kind in ("missing", "ghost", "different", "behind"):
-        if result.counts[kind]:
-            shown = (
-                judged.where(sf.col("__kind") == kind)
-                .select(sf.to_json(sf.struct(*keys)).alias("k"))
-                .orderBy("k")
-                .limit(SAMPLES)
-                .collect()
+def _summarise(
+    judged: DataFrame, target: str, version: int, keys: list[str], data: list[str]
+) -> LakeResult:
+    """Counts per kind, per differing column and a few keys of each mismatch, in one pass."""
+    kind, shown = sf.col("__kind"), sf.to_json(sf.struct(*keys))
+    mismatches = [k for k in LAKE_KINDS if k not in ("equal", "after_point")]
+    row = judged.agg(
+        *(sf.count_if(kind == k).alias(f"n_{k}") for k in LAKE_KINDS),
+        *(
+            sf.count_if((kind == "different") & sf.array_contains("__columns", c)).alias(f"c{i}")
+            for i, c in enumerate(data)
+        ),
+        *(
+            sf.slice(sf.array_sort(sf.collect_list(sf.when(kind == k, shown))), 1, SAMPLES).alias(
+                f"s_{k}"
             )
-            result.samples[kind] = [
-                json.dumps(json.loads(r["k"]), sort_keys=True, ensure_ascii=False) for r in shown
+            for k in mismatches
+        ),
+    ).first()
+    result = LakeResult(target, version)
+    assert row is not None  # a global aggregate has one row
+    for k in LAKE_KINDS:
+        if row[f"n_{k}"]:
+            result.counts[k] = int(row[f"n_{k}"])
+    for i, c in enumerate(data):
+        if row[f"c{i}"]:
+            result.columns[c] = int(row[f"c{i}"])
+    for k in mismatches:
+        if row[f"s_{k}"]:
+            result.samples[k] = [
+                json.dumps(json.loads(t), sort_keys=True, ensure_ascii=False) for t in row[f"s_{k}"]
             ]
     return result

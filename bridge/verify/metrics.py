@@ -15,7 +15,6 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
 from bridge.errors import VerifyError
-
 from bridge.verify.run import Verification
 
 

@@ -182,23 +182,24 @@ def read_topic(
         if high > first:
             records = _partition_records(cfg, topic, partition, first, high, deadline)
             streams.append(_with_lsn(state.decoder, topic, records))
-    for _, _, where, msg, env in heapq.merge(*streams, key=lambda t: t[0]):
-        state.fold(where, msg.partition(), msg.key(), env, msg.headers())
+    for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
+        state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
     return {p: high for p, (_, high) in ranges.items()}
 
 
 def _with_lsn(
     decoder: Decoder, topic: str, records: Iterator[tuple[int, Any]]
-) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None]]:
-    """Decoded envelopes with their commit LSN (a tombstone takes the previous one)."""
+) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None, bytes | None]]:
+    """Decoded envelopes with their commit LSN (a tombstone takes the previous one) and
+    their row's body (`Decoder.envelope_row`)."""
     lsn = 0
     for offset, msg in records:
         where = f"topic {topic} partition {msg.partition()} offset {offset}"
         value = msg.value()
-        env = None if value is None else decoder.envelope(value, where)
+        env, row = (None, None) if value is None else decoder.envelope_row(value, where)
         if env is not None:
             lsn = commit_lsn(env)
-        yield lsn, offset, where, msg, env
+        yield lsn, offset, where, msg, env, row
 
 
 def verify(
