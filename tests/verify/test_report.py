@@ -6,12 +6,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.verify.compare import TableResult
+from bridge.errors import ConfigError
+from bridge.verify.compare import LakeResult, TableResult
 from bridge.verify.metrics import write_metrics
 from bridge.verify.report import as_json, as_table
-from bridge.verify.run import Verification
+from bridge.verify.run import Verification, parse_targets
 
 
 def verdict() -> Verification:
@@ -53,3 +55,46 @@ def test_metrics_file(tmp_path: Path) -> None:
     ghost = (("kind", "ghost"), ("table", "public.b"))
     assert samples[("bridge_verify_mismatches", ghost)] == 2
     assert ("bridge_verify_rows", (("table", "public.c"),)) not in samples  # skipped
+
+
+def test_the_lake_verdict_in_text_json_and_metrics(tmp_path: Path) -> None:
+    table = TableResult("public.a", "p.public.a", rows=6, live_keys=6, equal=6)
+    table.lake = LakeResult(
+        "/lake/a",
+        version=3,
+        counts=Counter({"equal": 5, "different": 1}),
+        columns=Counter({"v": 1}),
+        samples={"different": ['{"id": 4}']},
+    )
+    found = Verification(0x10, [table])
+    assert not found.ok and table.status == "differs"  # Kafka matches, the lake does not
+    text = as_table(found)
+    assert "public.a: Delta table /lake/a (version 3): differs; equal 5, missing 0" in text
+    assert "public.a: Delta columns that differ: v (1)" in text
+    assert 'public.a: Delta different keys: {"id": 4}' in text
+    lake = json.loads(as_json(found))["tables"][0]["lake"]
+    assert (lake["status"], lake["different"], lake["behind"]) == ("differs", 1, 0)
+    path = tmp_path / "verify.prom"
+    write_metrics(found, path, 1.0)
+    values = {
+        (s.name, s.labels.get("kind")): s.value
+        for family in text_string_to_metric_families(path.read_text())
+        for s in family.samples
+        if s.name == "bridge_verify_lake_mismatches"
+    }
+    assert values == {
+        ("bridge_verify_lake_mismatches", "missing"): 0,
+        ("bridge_verify_lake_mismatches", "ghost"): 0,
+        ("bridge_verify_lake_mismatches", "different"): 1,
+        ("bridge_verify_lake_mismatches", "behind"): 0,
+    }
+
+
+def test_delta_targets() -> None:
+    assert parse_targets(["public.a=/lake/a", "s.b=lake.b"]) == {
+        "public.a": "/lake/a",
+        "s.b": "lake.b",
+    }
+    for bad in ("public.a", "a=/lake/a", "public.a="):
+        with pytest.raises(ConfigError, match="--delta"):
+            parse_targets([bad])
