@@ -153,14 +153,7 @@ class LakeSide:
     ) -> LakeResult:
         """Judge the newest Delta version, re-read while keys are behind (module docstring)."""
         self._finish()
-        auth = None
-        if cfg.registry.basic_auth_user is not None:
-            secret = cfg.registry.basic_auth_password
-            auth = (
-                cfg.registry.basic_auth_user,
-                "" if secret is None else secret.get_secret_value(),
-            )
-        schemas = SchemaSource(cfg.registry.url, auth)
+        schemas = SchemaSource(cfg.registry.url, _auth(cfg))
         try:
             raw = spark.createDataFrame(self._raw, _RAW)
             decoded = ChangeDecoder(schemas, "keep").decode(raw, self._groups)

@@ -5,8 +5,8 @@ The bridge streams a workload (types Spark converts: numeric, timestamptz, array
 an update, a delete, a primary-key change); `bridge.spark.apply` applies the topic to a
 Delta table; verify finds the lake equal. Then the lake is changed behind the apply's back
 (a value updated, a row marked deleted, a row removed, a deleted row revived) and
-PostgreSQL gets a row the apply has not read yet: verify reports exactly those keys; the
-unapplied and the removed one as behind, until the apply has read the topic again.
+PostgreSQL gets a row the apply has not read yet: verify reports exactly those keys, the
+unapplied and the removed one as behind (still so when its --timeout ends).
 """
 
 from __future__ import annotations
@@ -95,10 +95,8 @@ def test_delta_table_checked_against_postgres(
         table.delete(sf.col("id") == 6)  # gone without a trace: as if never applied
         table.update(sf.col("id") == 7, {"_deleted": sf.lit(False)})  # a delete undone
         pg_conn.execute("INSERT INTO items (id, amount) VALUES (200, 1)")  # not applied yet
+        _delivered(cfg, pg_conn)  # in Kafka: verify's short --timeout is the lake's alone
         found = verify(cfg, ["public.items"], timeout=3, delta=lake, spark=spark)
-        _delivered(cfg, pg_conn)
-        _apply(spark, cfg, topic, path)
-        caught_up = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
         bridge.check()
 
     items = _items(clean)
@@ -121,13 +119,6 @@ def test_delta_table_checked_against_postgres(
         "different": ['{"id": 3}'],
         "missing": ['{"id": 4}'],
         "ghost": ['{"id": 7}'],
-        "behind": ['{"id": 200}', '{"id": 6}'],  # 6 stays behind until re-applied
+        "behind": ['{"id": 200}', '{"id": 6}'],
     }
     assert "public.items: Delta table" in as_table(found)
-
-    items = _items(caught_up)
-    assert items.lake is not None
-    # the whole topic applied again: 200 and the removed row 6 are there, the rest stays
-    # as it was (the apply never overwrites a row with an older change)
-    assert dict(items.lake.counts) == {"equal": 28, "different": 1, "missing": 1, "ghost": 1}
-    assert items.lake.version > _items(found).lake.version
