@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, VerifyError
 from bridge.verify.compare import LakeResult, TableResult
-from bridge.verify.metrics import write_metrics
+from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, parse_targets
 
@@ -98,3 +101,39 @@ def test_delta_targets() -> None:
     for bad in ("public.a", "a=/lake/a", "public.a="):
         with pytest.raises(ConfigError, match="--delta"):
             parse_targets([bad])
+
+
+def test_metrics_pushed_to_a_gateway() -> None:
+    """What a Pushgateway receives: the same metrics, grouped by the bridge's slot."""
+    got: list[tuple[str, str, bytes]] = []
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.command, self.path, body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet."""
+
+    server = HTTPServer(("127.0.0.1", 0), Gateway)
+    thread = threading.Thread(target=server.handle_request)
+    thread.start()
+    try:
+        push_metrics(verdict(), f"http://127.0.0.1:{server.server_port}", "bridge_a", 2.5)
+    finally:
+        thread.join(10)
+        server.server_close()
+    ((method, path, body),) = got
+    assert (method, path) == ("PUT", "/metrics/job/bridge-verify/slot/bridge_a")
+    names = {f.name for f in text_string_to_metric_families(body.decode())}
+    assert {"bridge_verify_ok", "bridge_verify_mismatches", "bridge_verify_rows"} <= names
+
+
+def test_an_unreachable_gateway_is_a_verify_error() -> None:
+    server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = server.server_port
+    server.server_close()  # nothing listens there now
+    with pytest.raises(VerifyError, match="cannot push the metrics"):
+        push_metrics(verdict(), f"http://127.0.0.1:{port}", "bridge_a", 1.0)
