@@ -5,7 +5,9 @@
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
 in this process); then, with the bridge still running:
-1. verify on the clean table: seconds, rows/s, PostgreSQL rows returned;
+1. verify on the clean table: seconds, rows/s, CPU µs per row of this process and of
+   PostgreSQL (the stack's server and its backends), PostgreSQL rows returned,
+   and how many rows needed decoding (the others were settled by their Avro bytes);
 2. `--mismatches` rows updated while the table is out of the publication (changes Kafka
    never gets), verify again (it must find exactly those), `--repair` them and time it,
    and verify a third time (it must report 0).
@@ -16,6 +18,7 @@ table's shape) and the process's peak RSS.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -40,7 +43,7 @@ from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
 from bridge.verify.repair import repair  # noqa: E402
 from bridge.verify.run import Verification, verify  # noqa: E402
-from bridge.verify.state import DIGEST_SIZE, Kept  # noqa: E402
+from bridge.verify.state import DIGEST_SIZE, ROW_DIGEST, Kept  # noqa: E402
 from tests.snapshot.helpers import settings  # noqa: E402
 
 DB = "bench_snapshot"  # bench/snapshot.py's prepare() fills it
@@ -53,17 +56,46 @@ def returned(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def postgres_cpu(conn: psycopg.Connection[Any]) -> float:
+    """CPU seconds used so far by the stack's PostgreSQL: its postmaster, its live
+    processes, and the ones that ended (the postmaster's reaped children's time), so a
+    backend that verify opened and closed counts too. Other servers on the machine do not."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    status = Path(f"/proc/{row[0]}/status").read_text()
+    postmaster = int(next(x for x in status.splitlines() if x.startswith("PPid:")).split()[1])
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        pid, parent = int(stat.parent.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif parent == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def timed(cfg: Config, conn: psycopg.Connection[Any], what: str) -> Verification:
-    before = returned(conn)
+    before, pg_before = returned(conn), postgres_cpu(conn)
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.monotonic()
     result = verify(cfg, timeout=1800)
     seconds = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    pg_used = postgres_cpu(conn) - pg_before
     (t,) = [r for r in result.tables if r.table == "public.t"]
     conn.execute("SELECT pg_stat_clear_snapshot()")
     print(
         f"{what}: {t.rows:,} rows, {t.records:,} records in {seconds:.1f}s = "
-        f"{t.rows / seconds:,.0f} rows/s; missing {t.missing}, ghosts {t.ghosts}, "
-        f"different {t.different}; PostgreSQL tuples returned {returned(conn) - before:,}",
+        f"{t.rows / seconds:,.0f} rows/s; CPU {used:.1f}s = {used / t.rows * 1e6:.1f} µs/row "
+        f"(this process, the idle bridge included); {t.decoded:,} rows decoded; missing "
+        f"{t.missing}, ghosts {t.ghosts}, different {t.different}; PostgreSQL tuples returned "
+        f"{returned(conn) - before:,}, PostgreSQL CPU {pg_used:.1f}s = "
+        f"{pg_used / t.rows * 1e6:.1f} µs/row; load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return result
@@ -71,12 +103,12 @@ def timed(cfg: Config, conn: psycopg.Connection[Any], what: str) -> Verification
 
 def bytes_per_key(columns: int) -> float:
     """What one key costs the topic-side state: dict entry, key body (4 bytes, a bigint
-    id in Avro), Kept."""
+    id in Avro), Kept (row digest and column digests)."""
     n = 100_000
     tracemalloc.start()
     start = tracemalloc.get_traced_memory()[0]
     keys = {
-        i.to_bytes(4, "big"): Kept(i, False, bytes(DIGEST_SIZE * columns), 0, bytes(9))
+        i.to_bytes(4, "big"): Kept(i, False, bytes(ROW_DIGEST + DIGEST_SIZE * columns), 0, bytes(9))
         for i in range(10_000_000, 10_000_000 + n)
     }
     used = tracemalloc.get_traced_memory()[0] - start

@@ -21,9 +21,10 @@ from bridge.config import Config, load_config
 from bridge.debezium_import import import_connector, read_connector_file, render
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
-from bridge.verify.metrics import write_metrics
+from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
+from bridge.verify.run import parse_targets
 from bridge.verify.run import verify as run_verify
 
 app = typer.Typer(
@@ -152,6 +153,18 @@ def verify(
         Path | None,
         typer.Option(help="Write the result as Prometheus metrics (textfile collector format)."),
     ] = None,
+    push_gateway: Annotated[
+        str | None,
+        typer.Option(help="Push the result as Prometheus metrics to this Pushgateway URL."),
+    ] = None,
+    delta: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--delta",
+            help="schema.table=TARGET: also compare the Delta table (path or name) the Spark "
+            "apply writes (repeat; needs the spark extra).",
+        ),
+    ] = None,
 ) -> None:
     """Compare each captured table with the state its topic describes, at one point.
 
@@ -164,7 +177,8 @@ def verify(
     show = as_json if output == "json" else as_table
     started = time.monotonic()
     try:
-        result = run_verify(cfg, tables or (), timeout=timeout)
+        lake = parse_targets(delta or [])
+        result = run_verify(cfg, tables or (), timeout=timeout, delta=lake)
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)
@@ -173,12 +187,18 @@ def verify(
                 f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
                 err=output == "json",
             )
-            result = run_verify(cfg, tables or (), timeout=timeout)
+            result = run_verify(cfg, tables or (), timeout=timeout, delta=lake)
         typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)
+    seconds = time.monotonic() - started
     if metrics_file is not None:
-        write_metrics(result, metrics_file, time.monotonic() - started)
+        write_metrics(result, metrics_file, seconds)
+    if push_gateway is not None:
+        try:
+            push_metrics(result, push_gateway, cfg.source.slot_name, seconds)
+        except BridgeError as exc:
+            _fail(exc, mask.scrub)
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -361,6 +361,19 @@ class ChangeEncoder:
         """Refuse binary tuples for a table with a column the binary reader lacks."""
         self._plan.check_binary()
 
+    @property
+    def value_header(self) -> bytes:
+        """The 5-byte Confluent header of this version's value records."""
+        return self._value_header
+
+    def row_bodies(self, kinds: bytes, values: tuple[bytes | None, ...]) -> RowBodies:
+        """(key body, row body) of a row as the `after` of its records holds them, without
+        the envelope: `bridge verify` compares these bytes. Special values are dropped
+        (they live in the envelope's tail, not in the row)."""
+        bodies = self._plan.write(kinds, values, None)
+        self._plan.specials.clear()
+        return bodies
+
     def records(self, change: Change, tx: TxSource) -> list[Record]:
         """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
         primary-key change as delete + tombstone + create (the only records with

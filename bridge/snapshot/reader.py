@@ -95,11 +95,16 @@ def encode_rows(
     out: list[Record] = []
     change: Change | None = None
     for row in rows:
-        kinds = all_text if None not in row else bytes(_kind(v) for v in row)
-        new = TupleData(kinds, row)
+        new = TupleData(row_kinds(row, all_text), row)
         change = Change(OP_READ, relation, "", None, new, 0, (), 0, None, source.commit_lsn)
         out += records(change, source)
     return out, change
+
+
+def row_kinds(row: Row, all_text: bytes) -> bytes:
+    """The tuple kinds of a row read as raw text (`all_text`: as many KIND_TEXT bytes as
+    the row has columns)."""
+    return all_text if None not in row else bytes(_kind(v) for v in row)
 
 
 def _kind(value: bytes | None) -> int:

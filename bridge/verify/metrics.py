@@ -1,8 +1,10 @@
-"""The last verification as Prometheus metrics, in the text format of node_exporter's
-textfile collector (`bridge verify --metrics-file`).
+"""The last verification as Prometheus metrics: a file in the text format of
+node_exporter's textfile collector (`bridge verify --metrics-file`), or pushed to a
+Pushgateway (`--push-gateway`, what the Helm chart's CronJob uses).
 
 verify runs as its own short process (a CronJob), so it cannot serve /metrics; the file it
-leaves is scraped instead, and its age is `time() - bridge_verify_last_run_timestamp_seconds`.
+leaves, or the group it pushed, is scraped instead, and its age is
+`time() - bridge_verify_last_run_timestamp_seconds`.
 """
 
 from __future__ import annotations
@@ -10,13 +12,31 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
+from bridge.errors import VerifyError
 from bridge.verify.run import Verification
 
 
 def write_metrics(result: Verification, path: Path, seconds: float) -> None:
     """Replace `path` (atomically: prometheus_client writes a temporary file, then renames)."""
+    write_to_textfile(str(path), _registry(result, seconds))
+
+
+def push_metrics(result: Verification, gateway: str, slot: str, seconds: float) -> None:
+    """Replace the Pushgateway's group of this bridge (job bridge-verify, label `slot`: one
+    group per bridge, so releases sharing a gateway do not overwrite each other)."""
+    try:
+        push_to_gateway(
+            gateway, "bridge-verify", _registry(result, seconds), grouping_key={"slot": slot}
+        )
+    except OSError as exc:  # URLError and connection errors
+        raise VerifyError(
+            f"cannot push the metrics to {gateway}: {exc}", hint="check --push-gateway's URL"
+        ) from None
+
+
+def _registry(result: Verification, seconds: float) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=True)
     Gauge(
         "bridge_verify_last_run_timestamp_seconds",
@@ -41,6 +61,13 @@ def write_metrics(result: Verification, path: Path, seconds: float) -> None:
         ["table", "kind"],
         registry=registry,
     )
+    lake = Gauge(
+        "bridge_verify_lake_mismatches",
+        "Keys that differ between the table and its Delta table (--delta) at the last "
+        "verification; behind: changes the Spark apply had not applied by --timeout",
+        ["table", "kind"],
+        registry=registry,
+    )
     for table in result.tables:
         if table.skipped is not None:
             continue
@@ -51,4 +78,7 @@ def write_metrics(result: Verification, path: Path, seconds: float) -> None:
             ("different", table.different),
         ):
             mismatches.labels(table.table, kind).set(count)
-    write_to_textfile(str(path), registry)
+        if table.lake is not None:
+            for kind in ("missing", "ghost", "different", "behind"):
+                lake.labels(table.table, kind).set(table.lake.counts[kind])
+    return registry

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bridge.lsn import LSN
+from bridge.verify.compare import LAKE_KINDS, LakeResult
 from bridge.verify.run import Verification
 
 _COLUMNS = ("table", "status", "rows", "equal", "missing", "ghosts", "different")
@@ -39,5 +40,19 @@ def as_table(result: Verification) -> str:
             lines.append(f"{t.table}: columns that differ: {shown}")
         for kind, keys in t.samples.items():
             lines.append(f"{t.table}: {kind} keys: {'; '.join(keys)}")
+        if t.lake is not None:
+            lines += _lake_lines(t.table, t.lake)
     lines.append("all tables match" if result.ok else "MISMATCH")
     return "\n".join(lines)
+
+
+def _lake_lines(table: str, lake: LakeResult) -> list[str]:
+    counts = ", ".join(f"{k} {lake.counts[k]}" for k in LAKE_KINDS)
+    status = "equal" if lake.ok else "differs"
+    lines = [f"{table}: Delta table {lake.target} (version {lake.version}): {status}; {counts}"]
+    if lake.columns:
+        shown = ", ".join(f"{c} ({n})" for c, n in sorted(lake.columns.items()))
+        lines.append(f"{table}: Delta columns that differ: {shown}")
+    for kind, keys in lake.samples.items():
+        lines.append(f"{table}: Delta {kind} keys: {'; '.join(keys)}")
+    return lines

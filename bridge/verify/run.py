@@ -20,8 +20,8 @@ import heapq
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,23 +182,24 @@ def read_topic(
         if high > first:
             records = _partition_records(cfg, topic, partition, first, high, deadline)
             streams.append(_with_lsn(state.decoder, topic, records))
-    for _, _, where, msg, env in heapq.merge(*streams, key=lambda t: t[0]):
-        state.fold(where, msg.partition(), msg.key(), env, msg.headers())
+    for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
+        state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
     return {p: high for p, (_, high) in ranges.items()}
 
 
 def _with_lsn(
     decoder: Decoder, topic: str, records: Iterator[tuple[int, Any]]
-) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None]]:
-    """Decoded envelopes with their commit LSN (a tombstone takes the previous one)."""
+) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None, bytes | None]]:
+    """Decoded envelopes with their commit LSN (a tombstone takes the previous one) and
+    their row's body (`Decoder.envelope_row`)."""
     lsn = 0
     for offset, msg in records:
         where = f"topic {topic} partition {msg.partition()} offset {offset}"
         value = msg.value()
-        env = None if value is None else decoder.envelope(value, where)
+        env, row = (None, None) if value is None else decoder.envelope_row(value, where)
         if env is not None:
             lsn = commit_lsn(env)
-        yield lsn, offset, where, msg, env
+        yield lsn, offset, where, msg, env, row
 
 
 def verify(
@@ -207,12 +208,17 @@ def verify(
     *,
     timeout: float = 300.0,
     progress: Callable[[str], None] = log.info,
+    delta: Mapping[str, str] | None = None,
+    spark: Any = None,
 ) -> Verification:
-    """Compare every captured table (or `tables`) with its topic at one point."""
+    """Compare every captured table (or `tables`) with its topic at one point, and the
+    tables named in `delta` (table -> Delta path or name) with that Delta table too, read
+    by `spark` (a SparkSession; one is started when None)."""
     with ExitStack() as opened:
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
+        _check_delta(chosen, delta or {})
         type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
         reader = connect(cfg.source.conninfo(), type_oids)
         opened.callback(reader.close)
@@ -243,11 +249,73 @@ def verify(
                 result.skipped = "no primary key or replica identity index: rows have no key"
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
-            state = TopicState(decoder, point)
+            target = (delta or {}).get(table.label)
+            state = TopicState(decoder, point, track_later=target is not None)
             result.ends = read_topic(cfg, job.topic, state, timeout)
             result.decoder = decoder
             result.job = job
             result.snapshot_table = table
-            compare_table(reader, table, job, state, result)
+            if target is None:
+                compare_table(reader, table, job, state, result)
+            else:
+                if spark is None:
+                    spark = opened.enter_context(_session())
+                progress(f"{table.label}: comparing the topic, then the Delta table {target}")
+                _with_lake(cfg, reader, spark, target, state, result, timeout)
             progress(f"{table.label}: {result.status}")
         return Verification(point, results)
+
+
+def parse_targets(specs: list[str]) -> dict[str, str]:
+    """`schema.table=TARGET` options -> table -> Delta path or table name."""
+    out = {}
+    for spec in specs:
+        table, sep, target = spec.partition("=")
+        if not sep or "." not in table or not target:
+            raise ConfigError(
+                f"--delta {spec!r}", hint="write --delta schema.table=/path/or/delta_table_name"
+            )
+        out[table] = target
+    return out
+
+
+def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:
+    unknown = sorted(set(delta) - {t.label for t in chosen})
+    if unknown:
+        raise ConfigError(
+            f"--delta names table(s) not verified: {', '.join(unknown)}",
+            hint="name captured tables as schema.table (and list them in --tables if given)",
+        )
+
+
+def _with_lake(
+    cfg: Config,
+    reader: psycopg.Connection[Any],
+    spark: Any,
+    target: str,
+    state: TopicState,
+    result: TableResult,
+    timeout: float,
+) -> None:
+    """`compare_table`, with PostgreSQL's rows also handed to the Delta comparison."""
+    from bridge.verify.lake import LakeSide  # noqa: PLC0415 (pyspark: slow import)
+
+    assert result.snapshot_table is not None and result.job is not None
+    key_schema = result.job.encoder.table.key_schema
+    assert key_schema is not None
+    side = LakeSide(result.topic, state)
+    compare_table(reader, result.snapshot_table, result.job, state, result, side)
+    keys = [f["name"] for f in key_schema["fields"]]
+    result.lake = side.compare(spark, cfg, target, keys, timeout)
+
+
+@contextmanager
+def _session() -> Iterator[Any]:
+    """A SparkSession with the Kafka, Avro and Delta jars, stopped afterwards."""
+    from bridge.spark.jars import spark_session  # noqa: PLC0415 (pyspark: slow import)
+
+    session = spark_session("bridge-verify")
+    try:
+        yield session
+    finally:
+        session.stop()

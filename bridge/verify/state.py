@@ -39,6 +39,12 @@ from bridge.errors import SchemaError
 OLD_KEY_HEADER: Final = "__debezium.oldkey"
 _HEADER: Final = struct.Struct(">bI")
 DIGEST_SIZE: Final = 8
+# `Kept.columns` starts with a digest of the whole row's Avro body in the table's current
+# schema (NO_ROW when unknown: a row completed by carried TOAST values, or written with
+# another schema version). PostgreSQL's row, encoded by the bridge, is compared with it
+# first: equal bytes, equal row, with no decoding (`bridge.verify.compare`).
+ROW_DIGEST: Final = 8
+NO_ROW: Final = bytes(ROW_DIGEST)
 _PACK: Final = struct.Struct("<q").pack
 # A future source block carries the commit LSN in its own field and the event's LSN in
 # `lsn`; until then `lsn` is the commit LSN.
@@ -108,6 +114,7 @@ class Decoder:
         self._value_reader = fastavro.parse_schema(self._value_raw)
         self.fields = row_fields(envelope_schema)
         self._writer = writer
+        self._head, self._rest, self._after_only = _split(self._value_raw)
         # (schema id, reader is the key's) -> (parsed writer, reader or None when the same)
         self._plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
 
@@ -167,8 +174,54 @@ class Decoder:
     def envelope(self, data: bytes, where: str) -> dict[str, Any]:
         return self._decode(data, self._value_reader, where)
 
+    def envelope_row(self, data: bytes, where: str) -> tuple[dict[str, Any], bytes | None]:
+        """`envelope`, and the `after` row's Avro body when the record has one and no
+        `before`, written with the current schema (else None). Its end is found by reading
+        the envelope in two parts, `before` + `after` and the rest: no extra decoding."""
+        found = schema_id(data, where)
+        _, resolve = self._plans.get((found, False)) or self._plan(found, False)
+        if resolve is not None or data[5:7] != self._after_only:
+            return self._decode(data, self._value_reader, where), None
+        stream = io.BytesIO(data)
+        stream.seek(_HEADER.size)
+        try:
+            head = fastavro.schemaless_reader(stream, self._head, None)
+            end = stream.tell()
+            out = fastavro.schemaless_reader(stream, self._rest, None)
+        except Exception as exc:  # as in `_decode`
+            raise SchemaError(
+                f"{where}: cannot decode with schema id {found}: {exc}", hint=_NOT_OURS
+            ) from None
+        assert isinstance(head, dict) and isinstance(out, dict)
+        out.update(head)
+        return out, data[7:end]
+
     def digests(self, row: Mapping[str, Any]) -> list[bytes]:
         return [digest(row.get(f)) for f in self.fields]
+
+
+def _split(envelope: Mapping[str, Any]) -> tuple[Any, Any, bytes]:
+    """The envelope as two records read one after the other (`before` and `after`, then
+    the other fields) and the union tags of a record with no `before` and an `after`."""
+    fields = envelope["fields"]
+    head = [f for f in fields if f["name"] in ("before", "after")]
+    if [f["name"] for f in fields[:2]] != ["before", "after"]:
+        raise SchemaError("envelope schema not starting with before, after", hint=_NOT_OURS)
+    rest = {**envelope, "name": envelope["name"] + "Rest", "fields": fields[2:]}
+    branches = head[0]["type"]
+    null_first = isinstance(branches, list) and branches[0] == "null"
+    tags = b"\x00\x02" if null_first else b"\x02\x00"
+    return (
+        fastavro.parse_schema({**envelope, "fields": head}),
+        fastavro.parse_schema(rest),
+        tags,
+    )
+
+
+def row_digest(body: bytes) -> bytes:
+    """`ROW_DIGEST` bytes standing for a row's Avro body (never NO_ROW; salted like
+    `digest`)."""
+    return _PACK(hash(body) or 1)
 
 
 def _show(value: Any) -> Any:
@@ -185,8 +238,9 @@ def commit_lsn(envelope: Mapping[str, Any]) -> int:
 
 
 class Kept(NamedTuple):
-    """A key's state: the LSN of its newest change, whether that was a delete, its column
-    digests joined, and where its records live (partition, framed key) for repairs."""
+    """A key's state: the LSN of its newest change, whether that was a delete, its row
+    digest and column digests joined, and where its records live (partition, framed key)
+    for repairs."""
 
     lsn: int
     deleted: bool
@@ -194,14 +248,22 @@ class Kept(NamedTuple):
     partition: int
     raw_key: bytes
 
+    @property
+    def digests(self) -> bytes:
+        """The column digests (`columns` without the row digest)."""
+        return self.columns[ROW_DIGEST:]
+
 
 class TopicState:
     """Records folded into per-key `Kept` states (see the module docstring)."""
 
-    def __init__(self, decoder: Decoder, point: int) -> None:
+    def __init__(self, decoder: Decoder, point: int, *, track_later: bool = False) -> None:
         self.decoder = decoder
         self.point = point
         self.keys: dict[bytes, Kept] = {}  # by `Decoder.key`
+        # with `track_later`: keys changed at or after the point (-> their framed key), which
+        # a lake may already show in a newer state (`bridge.verify.lake`)
+        self.later: dict[bytes, bytes] | None = {} if track_later else None
         self.truncated = 0  # LSN of the newest TRUNCATE folded
         self.records = 0
         self.after_point = 0  # records left out: committed at or after the point
@@ -213,14 +275,18 @@ class TopicState:
         key: bytes | None,
         env: Mapping[str, Any] | None,
         headers: Iterable[tuple[str, bytes | None]] | None,
+        row: bytes | None = None,
     ) -> None:
-        """One record, its value decoded by `decoder.envelope` (None for a tombstone)."""
+        """One record, its value decoded by `decoder.envelope` (None for a tombstone), and
+        its row's body from `decoder.envelope_row` when it gave one."""
         self.records += 1
         if env is None:
             return
         op, lsn = env.get("op"), commit_lsn(env)
         if (lsn > self.point) if op == "r" else (lsn >= self.point):
             self.after_point += 1
+            if self.later is not None and key is not None and op != "t":
+                self.later[self.decoder.key(key, where)] = key
             return
         if op == "t":
             if lsn > self.truncated:
@@ -232,17 +298,21 @@ class TopicState:
         name = self.decoder.key(key, where)
         old = self.keys.get(name)  # a key's records sit in one partition, in commit order
         if op == "d":
-            columns = old.columns if old is not None else NULL_DIGEST * len(self.decoder.fields)
+            columns = (
+                old.columns if old is not None else NO_ROW + NULL_DIGEST * len(self.decoder.fields)
+            )
             self.keys[name] = Kept(lsn, True, columns, partition, key)
             return
         digests = self.decoder.digests(env.get("after") or {})
         unchanged = env.get("unchanged_fields")
+        whole = NO_ROW if row is None else row_digest(row)
         if unchanged:
             moved = _header(headers, OLD_KEY_HEADER) if op == "c" else None
             if moved is not None:
                 old = self.keys.get(self.decoder.key(moved, f"{where} {OLD_KEY_HEADER}"))
             self._carry(digests, unchanged, old)
-        self.keys[name] = Kept(lsn, False, b"".join(digests), partition, key)
+            whole = NO_ROW
+        self.keys[name] = Kept(lsn, False, whole + b"".join(digests), partition, key)
 
     def _carry(self, digests: list[bytes], unchanged: Iterable[str], base: Kept | None) -> None:
         """Unsent columns keep `base`'s value (the key's own, or a moved key's old one),
@@ -251,7 +321,7 @@ class TopicState:
         for i, field in enumerate(self.decoder.fields):
             if field in names:
                 at = i * DIGEST_SIZE
-                digests[i] = NULL_DIGEST if base is None else base.columns[at : at + DIGEST_SIZE]
+                digests[i] = NULL_DIGEST if base is None else base.digests[at : at + DIGEST_SIZE]
 
 
 def _header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> bytes | None:

@@ -288,3 +288,38 @@ def test_helm_test_pod_runs_bridge_check(helm: Helm) -> None:
     assert container["args"] == ["check", "--config", "/etc/bridge/config.yaml"]
     assert {e["name"] for e in container["env"]} >= set(ENV_FOR.values())
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_verify_cronjob_and_alerts_only_when_enabled(helm: Helm) -> None:
+    default = helm.template()
+    assert default.all("CronJob") == [] and default.all("PrometheusRule") == []
+    rendered = helm.template(None, VALUES_DIR / "verify-cronjob.yaml")
+    cron = rendered.one("CronJob")
+    assert cron["spec"]["schedule"] == "30 2 * * *"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    job = cron["spec"]["jobTemplate"]["spec"]
+    assert job["backoffLimit"] == 0
+    pod = job["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"] == [
+        *("verify", "--config", "/etc/bridge/config.yaml", "--format", "json"),
+        *("--timeout", "600"),
+        *("--tables", "public.orders", "--tables", "public.items", "--repair"),
+        *("--push-gateway", "http://prometheus-pushgateway.monitoring:9091"),
+    ]
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2Gi"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["restartPolicy"] == "Never"
+    assert pod["volumes"][0]["configMap"]["name"] == FULLNAME
+    assert pod["serviceAccountName"] == rendered.pod["serviceAccountName"]
+
+    rules = rendered.one("PrometheusRule")
+    assert rules["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    alerts = {r["alert"]: r for g in rules["spec"]["groups"] for r in g["rules"]}
+    assert set(alerts) == {"BridgeVerifyMismatch", "BridgeVerifyNotRun"}
+    mismatch = alerts["BridgeVerifyMismatch"]["expr"]
+    assert 'bridge_verify_mismatches{slot="bridge"}' in mismatch
+    assert 'bridge_verify_lake_mismatches{slot="bridge"}' in mismatch
+    stale = alerts["BridgeVerifyNotRun"]
+    assert "> 108000" in stale["expr"] and stale["for"] == "30h"
+    assert "{{ $labels.table }}" in alerts["BridgeVerifyMismatch"]["annotations"]["summary"]

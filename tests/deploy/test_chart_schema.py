@@ -58,6 +58,8 @@ REJECTED: dict[str, dict[str, Any]] = {
     "auth-unknown-key": {"auth": {"password": "pw"}},
     "env-without-name": {"extraEnv": [{"value": "x"}]},
     "pdb-bad-percent": {"podDisruptionBudget": {"enabled": True, "minAvailable": "half"}},
+    "verify-unknown-key": {"verify": {"enabled": True, "every": "day"}},
+    "verify-table-without-schema": {"verify": {"tables": ["orders"]}},
 }
 
 
@@ -83,6 +85,10 @@ TEMPLATE_REJECTED: dict[str, tuple[dict[str, Any], str]] = {
     "pdb-both-bounds": (
         {"podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": 0}},
         "set minAvailable or maxUnavailable, not both",
+    ),
+    "alerts-without-pushed-metrics": (
+        {"prometheusRule": {"enabled": True}, "verify": {"enabled": True}},
+        "enable verify and set verify.pushGateway",
     ),
     "spill-dir-is-tmp": (
         {"config": {"pipeline": {"spill_dir": "/tmp"}}},

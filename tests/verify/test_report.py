@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.verify.compare import TableResult
-from bridge.verify.metrics import write_metrics
+from bridge.errors import ConfigError, VerifyError
+from bridge.verify.compare import LakeResult, TableResult
+from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.report import as_json, as_table
-from bridge.verify.run import Verification
+from bridge.verify.run import Verification, parse_targets
 
 
 def verdict() -> Verification:
@@ -53,3 +58,82 @@ def test_metrics_file(tmp_path: Path) -> None:
     ghost = (("kind", "ghost"), ("table", "public.b"))
     assert samples[("bridge_verify_mismatches", ghost)] == 2
     assert ("bridge_verify_rows", (("table", "public.c"),)) not in samples  # skipped
+
+
+def test_the_lake_verdict_in_text_json_and_metrics(tmp_path: Path) -> None:
+    table = TableResult("public.a", "p.public.a", rows=6, live_keys=6, equal=6)
+    table.lake = LakeResult(
+        "/lake/a",
+        version=3,
+        counts=Counter({"equal": 5, "different": 1}),
+        columns=Counter({"v": 1}),
+        samples={"different": ['{"id": 4}']},
+    )
+    found = Verification(0x10, [table])
+    assert not found.ok and table.status == "differs"  # Kafka matches, the lake does not
+    text = as_table(found)
+    assert "public.a: Delta table /lake/a (version 3): differs; equal 5, missing 0" in text
+    assert "public.a: Delta columns that differ: v (1)" in text
+    assert 'public.a: Delta different keys: {"id": 4}' in text
+    lake = json.loads(as_json(found))["tables"][0]["lake"]
+    assert (lake["status"], lake["different"], lake["behind"]) == ("differs", 1, 0)
+    path = tmp_path / "verify.prom"
+    write_metrics(found, path, 1.0)
+    values = {
+        (s.name, s.labels.get("kind")): s.value
+        for family in text_string_to_metric_families(path.read_text())
+        for s in family.samples
+        if s.name == "bridge_verify_lake_mismatches"
+    }
+    assert values == {
+        ("bridge_verify_lake_mismatches", "missing"): 0,
+        ("bridge_verify_lake_mismatches", "ghost"): 0,
+        ("bridge_verify_lake_mismatches", "different"): 1,
+        ("bridge_verify_lake_mismatches", "behind"): 0,
+    }
+
+
+def test_delta_targets() -> None:
+    assert parse_targets(["public.a=/lake/a", "s.b=lake.b"]) == {
+        "public.a": "/lake/a",
+        "s.b": "lake.b",
+    }
+    for bad in ("public.a", "a=/lake/a", "public.a="):
+        with pytest.raises(ConfigError, match="--delta"):
+            parse_targets([bad])
+
+
+def test_metrics_pushed_to_a_gateway() -> None:
+    """What a Pushgateway receives: the same metrics, grouped by the bridge's slot."""
+    got: list[tuple[str, str, bytes]] = []
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.command, self.path, body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet."""
+
+    server = HTTPServer(("127.0.0.1", 0), Gateway)
+    thread = threading.Thread(target=server.handle_request)
+    thread.start()
+    try:
+        push_metrics(verdict(), f"http://127.0.0.1:{server.server_port}", "bridge_a", 2.5)
+    finally:
+        thread.join(10)
+        server.server_close()
+    ((method, path, body),) = got
+    assert (method, path) == ("PUT", "/metrics/job/bridge-verify/slot/bridge_a")
+    names = {f.name for f in text_string_to_metric_families(body.decode())}
+    assert {"bridge_verify_ok", "bridge_verify_mismatches", "bridge_verify_rows"} <= names
+
+
+def test_an_unreachable_gateway_is_a_verify_error() -> None:
+    server = HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = server.server_port
+    server.server_close()  # nothing listens there now
+    with pytest.raises(VerifyError, match="cannot push the metrics"):
+        push_metrics(verdict(), f"http://127.0.0.1:{port}", "bridge_a", 1.0)

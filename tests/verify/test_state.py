@@ -10,7 +10,15 @@ import fastavro
 import pytest
 
 from bridge.errors import SchemaError
-from bridge.verify.state import NULL_DIGEST, Decoder, TopicState, digest
+from bridge.verify.state import (
+    NO_ROW,
+    NULL_DIGEST,
+    ROW_DIGEST,
+    Decoder,
+    TopicState,
+    digest,
+    row_digest,
+)
 
 KEY = {"type": "record", "name": "Key", "namespace": "t", "fields": [{"name": "id", "type": "int"}]}
 ROW = {
@@ -88,14 +96,14 @@ class Topic:
             "op": op,
             "unchanged_fields": unchanged,
         }
-        value = self.decoder.envelope(framed(2, env), "test")
+        value, row_bytes = self.decoder.envelope_row(framed(2, env), "test")
         headers = None if old_key is None else [("__debezium.oldkey", key(old_key))]
-        self.state.fold("test", 0, None if i is None else key(i), value, headers)
+        self.state.fold("test", 0, None if i is None else key(i), value, headers, row_bytes)
 
     def live(self) -> dict[int, bytes]:
         show = self.decoder.show_key
         return {
-            json.loads(show(k))["id"]: s.columns
+            json.loads(show(k))["id"]: s.digests
             for k, s in self.state.keys.items()
             if not s.deleted
         }
@@ -157,3 +165,33 @@ def test_a_record_not_in_the_bridge_framing_is_a_typed_error() -> None:
     decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
     with pytest.raises(SchemaError, match="not Confluent-framed"):
         decoder.envelope(b"{}", "topic t partition 0 offset 7")
+
+
+def row_body(i: int, body: str | None) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(ROW), {"id": i, "body": body, "at": None})
+    return out.getvalue()
+
+
+def test_row_digest_of_rows_written_whole() -> None:
+    """A row sent whole keeps the digest of its Avro body (what PostgreSQL's row encoded
+    by the bridge is compared with first); one completed by carried values has none."""
+    topic = Topic()
+    topic.add("c", 1, 10, "big")
+    topic.add("c", 2, 10, "big")
+    topic.add("u", 2, 20, None, unchanged=["body"])
+    kept = {json.loads(topic.decoder.show_key(k))["id"]: s for k, s in topic.state.keys.items()}
+    assert kept[1].columns[:ROW_DIGEST] == row_digest(row_body(1, "big"))
+    assert kept[2].columns[:ROW_DIGEST] == NO_ROW
+    assert kept[2].digests == columns(2, "big")
+
+
+def test_no_row_body_from_a_record_with_a_before_image() -> None:
+    decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+    row = {"id": 1, "body": "b", "at": None}
+    env = {"before": row, "after": row, "source": {"lsn": 1}, "op": "u", "unchanged_fields": None}
+    decoded, body = decoder.envelope_row(framed(2, env), "test")
+    assert body is None and decoded == decoder.envelope(framed(2, env), "test")
+    env["before"] = None
+    decoded, body = decoder.envelope_row(framed(2, env), "test")
+    assert body == row_body(1, "b") and decoded == decoder.envelope(framed(2, env), "test")

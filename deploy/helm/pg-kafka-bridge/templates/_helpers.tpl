@@ -130,6 +130,9 @@ the value holding the password, the existingSecretKeys entry naming its key.
 {{- if and $pdb.enabled (include "pg-kafka-bridge.pdbMinAvailable" .) (include "pg-kafka-bridge.pdbMaxUnavailable" .) }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}
 {{- end }}
+{{- if and .Values.prometheusRule.enabled (not (and .Values.verify.enabled .Values.verify.pushGateway)) }}
+{{- fail "prometheusRule alerts on verify's pushed metrics: enable verify and set verify.pushGateway" }}
+{{- end }}
 {{- end }}
 
 {{/* PDB bounds as strings, empty when unset (absent or null). */}}

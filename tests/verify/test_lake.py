@@ -1,0 +1,124 @@
+"""`bridge verify --delta`: a Delta table written by the Spark apply checked against
+PostgreSQL (issue 25), with the real bridge, PostgreSQL, Kafka, registry and Spark.
+
+The bridge streams a workload (types Spark converts: numeric, timestamptz, arrays, dates;
+an update, a delete, a primary-key change); `bridge.spark.apply` applies the topic to a
+Delta table; verify finds the lake equal. Then the lake is changed behind the apply's back
+(a value updated, a row marked deleted, a row removed, a deleted row revived) and
+PostgreSQL gets a row the apply has not read yet: verify reports exactly those keys, the
+unapplied and the removed one as behind (still so when its --timeout ends).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
+from running import running
+from schema.live import unique
+
+from bridge.config import Config
+from bridge.lsn import LSN
+from bridge.spark import apply_batch, read_changes
+from bridge.verify.report import as_json, as_table
+from bridge.verify.run import Verification, await_delivered, verify
+from verify.live import bridge_config
+
+SCHEMA = """
+CREATE TABLE items (id int PRIMARY KEY, amount numeric(10,2), at timestamptz, tags int[],
+                    day date, body text);
+CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text);
+"""
+WORKLOAD = [
+    "INSERT INTO items SELECT g, g * 1.25, '2026-01-02 03:04:05+01'::timestamptz + g *"
+    " interval '1h', ARRAY[g, g + 1], '2026-03-01'::date + g, 'row ' || g"
+    " FROM generate_series(1, 30) g",
+    "UPDATE items SET amount = 0, day = 'infinity' WHERE id <= 5",
+    "DELETE FROM items WHERE id = 7",
+    "UPDATE items SET id = 107 WHERE id = 8",
+]
+
+
+def _apply(spark: SparkSession, cfg: Config, topic: str, path: str) -> None:
+    """Everything in the topic now, applied to the Delta table (the apply is idempotent)."""
+    changes = read_changes(
+        spark,
+        [topic],
+        kafka_options={"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers},
+        registry_url=cfg.registry.url,
+    )
+    apply_batch(changes, path, ["id"])
+
+
+def _delivered(cfg: Config, conn: psycopg.Connection[Any]) -> None:
+    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    await_delivered(cfg, conn, int(LSN.parse(row[0])), 60)
+
+
+def _items(result: Verification) -> Any:
+    (found,) = [t for t in result.tables if t.table == "public.items"]
+    return found
+
+
+@pytest.fixture
+def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Config:
+    pg_conn.execute(SCHEMA)
+    publication = unique("pub")
+    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE items, signals")
+    return bridge_config(stack, pg_db, publication)
+
+
+def test_delta_table_checked_against_postgres(
+    setup: Config, pg_conn: psycopg.Connection[Any], spark: SparkSession, tmp_path: Path
+) -> None:
+    cfg = setup
+    path = str(tmp_path / "items")
+    topic = f"{cfg.kafka.topic_prefix}.public.items"
+    lake = {"public.items": path}
+    with running(cfg) as bridge:
+        for statement in WORKLOAD:
+            pg_conn.execute(statement)
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)
+        clean = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        bridge.check()
+
+        table = DeltaTable.forPath(spark, path)
+        table.update(sf.col("id") == 3, {"amount": sf.lit(42).cast("decimal(10,2)")})
+        table.update(sf.col("id") == 4, {"_deleted": sf.lit(True)})  # deleted, position kept
+        table.delete(sf.col("id") == 6)  # gone without a trace: as if never applied
+        table.update(sf.col("id") == 7, {"_deleted": sf.lit(False)})  # a delete undone
+        pg_conn.execute("INSERT INTO items (id, amount) VALUES (200, 1)")  # not applied yet
+        _delivered(cfg, pg_conn)  # in Kafka: verify's short --timeout is the lake's alone
+        found = verify(cfg, ["public.items"], timeout=3, delta=lake, spark=spark)
+        bridge.check()
+
+    items = _items(clean)
+    assert clean.ok, as_json(clean)
+    assert items.lake is not None
+    assert dict(items.lake.counts) == {"equal": 29}  # 30 inserted, one deleted, one moved
+
+    items = _items(found)
+    assert items.equal == 30 and items.ok is False  # Kafka holds every row: the lake differs
+    assert items.lake is not None
+    assert dict(items.lake.counts) == {
+        "equal": 26,
+        "different": 1,
+        "missing": 1,
+        "ghost": 1,
+        "behind": 2,
+    }
+    assert dict(items.lake.columns) == {"amount": 1}
+    assert items.lake.samples == {
+        "different": ['{"id": 3}'],
+        "missing": ['{"id": 4}'],
+        "ghost": ['{"id": 7}'],
+        "behind": ['{"id": 200}', '{"id": 6}'],
+    }
+    assert "public.items: Delta table" in as_table(found)
