@@ -56,7 +56,7 @@ def _apply(spark: SparkSession, cfg: Config, topic: str, path: str) -> None:
 
 
 def _delivered(cfg: Config, conn: psycopg.Connection[Any]) -> None:
-    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
     await_delivered(cfg, conn, int(LSN.parse(row[0])), 60)
 
