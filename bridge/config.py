@@ -402,6 +402,27 @@ class SnapshotConfig(_Section):
         description='"schema.table" for execute-snapshot signals; None disables them',
     )
     incremental_chunk_size: int = Field(1024, ge=1)
+    select_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description='"schema.table" -> the SELECT the initial snapshot reads instead of the '
+        "table (Debezium's snapshot.select.statement.overrides); every published column "
+        "must be among its output columns",
+    )
+    row_filters: dict[str, str] = Field(
+        default_factory=dict,
+        description='"schema.table" -> an SQL condition: the initial snapshot reads only '
+        "the rows it holds for",
+    )
+
+    @model_validator(mode="after")
+    def _one_override_per_table(self) -> SnapshotConfig:
+        both = sorted(self.select_overrides.keys() & self.row_filters.keys())
+        if both:
+            raise ValueError(
+                f"{', '.join(both)}: in both snapshot.select_overrides and "
+                "snapshot.row_filters; put the condition into the SELECT"
+            )
+        return self
 
 
 class HttpConfig(_Section):

@@ -367,6 +367,32 @@ def _column_rule(imp: _Import, prop: str, value: str, _props: dict[str, str]) ->
     imp.mapped.append(f"{prop} -> avro.column_rules")
 
 
+_OVERRIDES: Final = "snapshot.select.statement.overrides"
+
+
+def _select_overrides(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """The table list `snapshot.select.statement.overrides` and one
+    `snapshot.select.statement.overrides.<schema>.<table>` SELECT per listed table, as
+    snapshot.select_overrides (read at the list; a statement for an unlisted table is
+    ignored by Debezium, and listed here)."""
+    if prop != _OVERRIDES:
+        table = prop[len(_OVERRIDES) + 1 :]
+        if table in _regexes(props.get(_OVERRIDES, "")):
+            imp.mapped.append(f"{prop} -> snapshot.select_overrides")
+        else:
+            imp.unsupported_(prop, f"{table} is not in {_OVERRIDES}: Debezium ignores it too")
+        return
+    overrides: dict[str, str] = {}
+    for table in _regexes(value):
+        statement = props.get(f"{prop}.{table}")
+        if statement is None:
+            imp.unsupported_(prop, f"no {prop}.{table} statement: {table} is read whole")
+        else:
+            overrides[table] = statement
+    if overrides:
+        imp.set(prop, "snapshot.select_overrides", overrides)
+
+
 _GROUP_KEYS: Final = ("include", "exclude", "partitions", "replication.factor")
 
 
@@ -520,7 +546,7 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ("producer.override.", _unsupported("set the librdkafka setting in kafka.producer")),
     ("errors.", _ignored("Kafka Connect's error handling; the bridge stops on errors")),
     ("database.initial.statements", _unsupported("run them as the role's default settings")),
-    ("snapshot.select.statement.overrides", _unsupported("not supported yet")),
+    ("snapshot.select.statement.overrides", _select_overrides),
     ("notification.", _unsupported("snapshot progress is in the metrics endpoint (http)")),
     ("signal.", _unsupported("signals come from snapshot.signal_table only")),
     ("converters", _unsupported("custom converters do not run in the bridge")),

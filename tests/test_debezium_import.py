@@ -274,3 +274,24 @@ def test_cli_bad_file() -> None:
     result = CliRunner().invoke(app, ["import-debezium", "/nonexistent/connector.json"])
     assert result.exit_code == 2
     assert "cannot read" in result.stderr
+
+
+def test_snapshot_select_statement_overrides() -> None:
+    prefix = "snapshot.select.statement.overrides"
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        prefix: "public.orders,public.items",
+        f"{prefix}.public.orders": "SELECT * FROM public.orders WHERE region = 'eu'",
+        f"{prefix}.public.stale": "SELECT * FROM public.stale WHERE false",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["snapshot"] == {
+        "select_overrides": {"public.orders": "SELECT * FROM public.orders WHERE region = 'eu'"}
+    }
+    assert f"{prefix}.public.orders -> snapshot.select_overrides" in result.mapped
+    assert sorted(result.unsupported) == sorted(
+        [
+            f"{prefix}: no {prefix}.public.items statement: public.items is read whole",
+            f"{prefix}.public.stale: public.stale is not in {prefix}: Debezium ignores it too",
+        ]
+    )

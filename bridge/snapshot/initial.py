@@ -189,6 +189,17 @@ class InitialSnapshot:
                 hint="add them to the publication (or replication set) and to the filters, "
                 "or remove them from snapshot.tables",
             )
+        snap = self._cfg.snapshot
+        tables, unknown = chunks.with_overrides(
+            conn, tables, snap.select_overrides, snap.row_filters
+        )
+        if unknown:
+            raise ConfigError(
+                "snapshot.select_overrides / row_filters name table(s) this snapshot does "
+                f"not read: {', '.join(unknown)}",
+                hint='spell them "schema.table" as captured (and in snapshot.tables when it '
+                "is set), or remove them",
+            )
         return tables
 
     def _start_readers(self, tables: list[catalog.SnapshotTable]) -> dict[str, list[ChunkState]]:
