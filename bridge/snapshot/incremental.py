@@ -141,6 +141,7 @@ class IncrementalSnapshotter:
         self._db = cfg.source.dbname
         self._source_cfg = cfg.source
         self._routing = Routing.from_config(cfg)
+        self._outbox = cfg.outbox
         self._conn = connect(cfg.source.conninfo())
         # A watermark is seen in the stream only once its WAL is flushed: flush at commit
         # even where synchronous_commit is off, or every chunk waits for the WAL writer.
@@ -314,6 +315,9 @@ class IncrementalSnapshotter:
             relation = table.relation
             if not self._routing.matches(relation.namespace, relation.name):
                 log.error("incremental snapshot: table %s is excluded by the filters", name)
+                table = None
+            elif self._outbox.holds(relation.namespace, relation.name):
+                log.error("incremental snapshot: %s is an outbox table, skipped", name)
                 table = None
             elif table.method != METHOD_KEY:
                 log.error("incremental snapshot: table %s has no primary key, skipped", name)

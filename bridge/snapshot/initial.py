@@ -180,6 +180,8 @@ class InitialSnapshot:
             lambda p: (
                 self._routing.matches(p.namespace, p.name)
                 and not is_private(self._store.schema, p.namespace, p.name)
+                # outbox tables: their snapshot rows are not routed as events (README)
+                and not self._cfg.outbox.holds(p.namespace, p.name)
             ),
             self._cfg.snapshot.tables,
         )
