@@ -295,3 +295,35 @@ def test_snapshot_select_statement_overrides() -> None:
             f"{prefix}.public.stale: public.stale is not in {prefix}: Debezium ignores it too",
         ]
     )
+
+
+def test_outbox_event_router() -> None:
+    """Debezium's outbox documentation example: routed by aggregate type, a header alias."""
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "table.include.list": r"public\.outboxevent",
+        "transforms": "outbox,unwrap",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.table.fields.additional.placement": "type:header:eventType,seq:header,"
+        "version:envelope:v",
+        "transforms.outbox.route.topic.replacement": "${routedByValue}.events",
+        "transforms.outbox.table.field.event.timestamp": "timestamp",
+        "transforms.outbox.table.op.invalid.behavior": "fatal",
+        "transforms.outbox.route.tombstone.on.empty.payload": "true",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["outbox"] == {
+        "tables": [".*"],
+        "headers": {"type": "eventType", "seq": "seq"},
+        "topic_replacement": "${routedByValue}.events",
+        "on_update": "fatal",
+        "tombstone_on_empty_payload": True,
+    }
+    listed = sorted(line.split(": ")[0] for line in result.unsupported)
+    assert listed == [
+        "transforms",  # unwrap
+        "transforms.outbox.table.field.event.timestamp",
+        "transforms.outbox.table.fields.additional.placement",  # the envelope placement
+        "transforms.unwrap.type",
+    ]
