@@ -455,6 +455,15 @@ class SnapshotConfig(_Section):
         description='"schema.table" for execute-snapshot signals; None disables them',
     )
     incremental_chunk_size: int = Field(1024, ge=1)
+    signal_kafka_topic: str | None = Field(
+        None,
+        description="a topic of signals (Debezium's signal.kafka.topic): execute-snapshot, "
+        "stop-snapshot, pause-snapshot, resume-snapshot keyed by kafka.topic_prefix; the "
+        "watermarks still go to signal_table",
+    )
+    signal_kafka_group: str = Field(
+        "kafka-signal", description="consumer group of signal_kafka_topic (signal.kafka.groupId)"
+    )
     select_overrides: dict[str, str] = Field(
         default_factory=dict,
         description='"schema.table" -> the SELECT the initial snapshot reads instead of the '
@@ -466,6 +475,16 @@ class SnapshotConfig(_Section):
         description='"schema.table" -> an SQL condition: the initial snapshot reads only '
         "the rows it holds for",
     )
+
+    @model_validator(mode="after")
+    def _kafka_signals_need_watermarks(self) -> SnapshotConfig:
+        if self.signal_kafka_topic is not None and self.signal_table is None:
+            raise ValueError(
+                "snapshot.signal_kafka_topic needs snapshot.signal_table: incremental "
+                "snapshots write their watermarks there (read-only watermarks are not "
+                "supported yet)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_override_per_table(self) -> SnapshotConfig:
