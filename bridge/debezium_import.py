@@ -393,6 +393,31 @@ def _select_overrides(imp: _Import, prop: str, value: str, props: dict[str, str]
         imp.set(prop, "snapshot.select_overrides", overrides)
 
 
+def _signal_channel(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """Debezium's Kafka signal channel as snapshot.signal_kafka_topic; the source channel
+    is snapshot.signal_table (signal.data.collection), always on when set."""
+    if prop == "signal.enabled.channels":
+        other = [c for c in _regexes(value) if c not in ("source", "kafka")]
+        if other:
+            imp.unsupported_(prop, f"channels {other}: only source and kafka exist here")
+        if "kafka" in _regexes(value) and "signal.kafka.topic" not in props:
+            imp.unsupported_(prop, "kafka without signal.kafka.topic: set it")
+        imp.mapped.append(f"{prop} -> (signal_table / signal_kafka_topic when set)")
+    elif prop == "signal.kafka.topic":
+        if "kafka" in _regexes(props.get("signal.enabled.channels", "source")):
+            imp.set(prop, "snapshot.signal_kafka_topic", value)
+        else:
+            imp.mapped.append(f"{prop} -> (not used: signal.enabled.channels lacks kafka)")
+    elif prop == "signal.kafka.groupId":
+        imp.set(prop, "snapshot.signal_kafka_group", value)
+    elif prop == "signal.kafka.poll.timeout.ms":
+        imp.mapped.append(f"{prop} -> (not needed: the topic is read without waiting)")
+    elif prop == "signal.kafka.bootstrap.servers":
+        imp.mapped.append(f"{prop} -> (the signal topic is read from kafka.bootstrap_servers)")
+    else:
+        imp.unsupported_(prop, "not supported: the signal consumer uses the kafka.* settings")
+
+
 EVENT_ROUTER: Final = "io.debezium.transforms.outbox.EventRouter"
 _SMT: Final = (
     "single message transforms do not run in the bridge: apply them in the consumer "
@@ -617,7 +642,7 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ("database.initial.statements", _unsupported("run them as the role's default settings")),
     ("snapshot.select.statement.overrides", _select_overrides),
     ("notification.", _unsupported("snapshot progress is in the metrics endpoint (http)")),
-    ("signal.", _unsupported("signals come from snapshot.signal_table only")),
+    ("signal.", _signal_channel),
     ("converters", _unsupported("custom converters do not run in the bridge")),
 )
 

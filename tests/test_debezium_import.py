@@ -327,3 +327,25 @@ def test_outbox_event_router() -> None:
         "transforms.outbox.table.fields.additional.placement",  # the envelope placement
         "transforms.unwrap.type",
     ]
+
+
+def test_kafka_signal_channel() -> None:
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "signal.data.collection": "public.debezium_signal",
+        "signal.enabled.channels": "source,kafka,jmx",
+        "signal.kafka.topic": "dbz-signals",
+        "signal.kafka.groupId": "my-signals",
+        "signal.kafka.bootstrap.servers": "kafka:9092",
+        "signal.consumer.security.protocol": "SSL",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["snapshot"] == {
+        "signal_table": "public.debezium_signal",
+        "signal_kafka_topic": "dbz-signals",
+        "signal_kafka_group": "my-signals",
+    }
+    assert sorted(line.split(": ")[0] for line in result.unsupported) == [
+        "signal.consumer.security.protocol",
+        "signal.enabled.channels",
+    ]
