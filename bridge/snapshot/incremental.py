@@ -20,6 +20,11 @@ only once they are delivered, and the next chunk starts. A chunk's position is
 stored once the flush position passes its high watermark: after a crash the run
 resumes from the store and re-reads only chunks whose delivery was not confirmed.
 
+Signals come from the signal table's inserts and, with `snapshot.signal_kafka_topic`, from
+a Kafka topic (`bridge.snapshot.signals`): `execute-snapshot`, `stop-snapshot` (tables
+leave their runs between chunks, stored), `pause-snapshot` / `resume-snapshot` (no new
+chunk while paused; held in memory only).
+
 The additional condition and the publication's row filter are SQL pasted into the
 chunk query: whoever can write the signal table can run SELECTs as the bridge.
 """
