@@ -18,17 +18,18 @@ from types import FrameType
 
 from bridge.acks import AckTracker
 from bridge.config import Config
-from bridge.encoders import encoder_cache
+from bridge.encoders import EncoderCache, encoder_cache
 from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
+from bridge.outbox import OutboxRouter
 from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.pipeline import Parts, Pipeline
 from bridge.plugins import Plugin, open_plugin
 from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
-from bridge.registry import open_registry
+from bridge.registry import Registry, open_registry
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
@@ -37,6 +38,7 @@ from bridge.snapshot import SnapshotManager
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
+from bridge.topics import topic_creator
 
 log = logging.getLogger("bridge.build")
 
@@ -200,7 +202,18 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         positions=source.positions,
         resources=opened,
         reselect=_reselect(cfg, opened) if cfg.avro.toast_reselect else None,
+        outbox=_outbox(cfg, encoders, registry) if cfg.outbox.tables else None,
     )
+
+
+def _outbox(cfg: Config, encoders: EncoderCache, registry: Registry) -> OutboxRouter:
+    """`outbox.tables`: routed topics are created by the `kafka.topic_creation` rules too."""
+    ensure = topic_creator(cfg).ensure if cfg.kafka.topic_creation else _exists
+    return OutboxRouter(cfg.outbox, encoders.codec, registry, ensure)
+
+
+def _exists(topic: str) -> None:
+    """Without topic creation rules a topic is left to the broker (or made beforehand)."""
 
 
 def _reselect(cfg: Config, opened: ExitStack) -> ToastReselect:

@@ -13,7 +13,7 @@ import logging
 import re
 import string
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import (
@@ -353,6 +353,59 @@ class AvroConfig(_Section):
         return keys
 
 
+_JAVA_GROUP: Final = re.compile(r"\(\?<(?=[A-Za-z])")  # (?<name> but not (?<= or (?<!
+_JAVA_REFERENCE: Final = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}|\$(\d+)")
+
+
+def java_regex(pattern: str) -> str:
+    """A Java regular expression's named groups `(?<name>…)` in Python's `(?P<name>…)`."""
+    return _JAVA_GROUP.sub("(?P<", pattern)
+
+
+def java_replacement(template: str) -> str:
+    """A Java replacement's `${name}` and `$1` as `re.Match.expand`'s `\\g<…>`."""
+    escaped = template.replace("\\", "\\\\")
+    return _JAVA_REFERENCE.sub(lambda m: f"\\g<{m.group(1) or m.group(2)}>", escaped)
+
+
+class OutboxConfig(_Section):
+    """Debezium's outbox event router (`io.debezium.transforms.outbox.EventRouter`) with
+    its defaults: inserts (and snapshot reads) of an outbox table become events on a topic
+    per `route_by_column` value, keyed by `key_column`, the payload column as the value,
+    the `id` header and `headers`; updates are skipped as `on_update` says, deletes and
+    TRUNCATE skipped. README, "Outbox event router"."""
+
+    tables: tuple[Regex, ...] = Field(
+        (), description='regexes over "schema.table" (full match); empty: no outbox'
+    )
+    id_column: str = "id"
+    key_column: str = "aggregateid"
+    payload_column: str = "payload"
+    route_by_column: str = "aggregatetype"
+    topic_regex: str = Field(
+        "(?<routedByValue>.*)", description="Java syntax, over the route_by_column value"
+    )
+    topic_replacement: str = Field(
+        "outbox.event.${routedByValue}", description="Java syntax: ${name} and $1 groups"
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="column -> header name (table.fields.additional.placement col:header:alias)",
+    )
+    on_update: Literal["warn", "error", "fatal"] = "warn"
+    tombstone_on_empty_payload: bool = False
+
+    def holds(self, schema: str, table: str) -> bool:
+        """Whether `schema.table` is an outbox table (asked once per relation version)."""
+        return any(re.fullmatch(p, f"{schema}.{table}") for p in self.tables)
+
+    @field_validator("topic_regex")
+    @classmethod
+    def _topic_regex_compiles(cls, pattern: str) -> str:
+        _compiles(java_regex(pattern))
+        return pattern
+
+
 class PipelineConfig(_Section):
     spill_dir: Path = Path("/tmp/bridge-spill")
     memory_limit_mb: int = Field(256, ge=1, description="streamed/prepared txn buffer in RAM")
@@ -402,6 +455,46 @@ class SnapshotConfig(_Section):
         description='"schema.table" for execute-snapshot signals; None disables them',
     )
     incremental_chunk_size: int = Field(1024, ge=1)
+    signal_kafka_topic: str | None = Field(
+        None,
+        description="a topic of signals (Debezium's signal.kafka.topic): execute-snapshot, "
+        "stop-snapshot, pause-snapshot, resume-snapshot keyed by kafka.topic_prefix; the "
+        "watermarks still go to signal_table",
+    )
+    signal_kafka_group: str = Field(
+        "kafka-signal", description="consumer group of signal_kafka_topic (signal.kafka.groupId)"
+    )
+    select_overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description='"schema.table" -> the SELECT the initial snapshot reads instead of the '
+        "table (Debezium's snapshot.select.statement.overrides); every published column "
+        "must be among its output columns",
+    )
+    row_filters: dict[str, str] = Field(
+        default_factory=dict,
+        description='"schema.table" -> an SQL condition: the initial snapshot reads only '
+        "the rows it holds for",
+    )
+
+    @model_validator(mode="after")
+    def _kafka_signals_need_watermarks(self) -> SnapshotConfig:
+        if self.signal_kafka_topic is not None and self.signal_table is None:
+            raise ValueError(
+                "snapshot.signal_kafka_topic needs snapshot.signal_table: incremental "
+                "snapshots write their watermarks there (read-only watermarks are not "
+                "supported yet)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_override_per_table(self) -> SnapshotConfig:
+        both = sorted(self.select_overrides.keys() & self.row_filters.keys())
+        if both:
+            raise ValueError(
+                f"{', '.join(both)}: in both snapshot.select_overrides and "
+                "snapshot.row_filters; put the condition into the SELECT"
+            )
+        return self
 
 
 class HttpConfig(_Section):
@@ -431,6 +524,7 @@ class Config(BaseSettings):
     http: HttpConfig = Field(default_factory=HttpConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    outbox: OutboxConfig = Field(default_factory=OutboxConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     @model_validator(mode="after")
@@ -520,7 +614,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: top-level key {odd[0]!r} is not a section name",
             hint="use the section names source, kafka, registry, avro, pipeline, http, "
-            "filters, snapshot and log",
+            "filters, snapshot, outbox and log",
         )
     return data
 

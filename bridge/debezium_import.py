@@ -367,6 +367,132 @@ def _column_rule(imp: _Import, prop: str, value: str, _props: dict[str, str]) ->
     imp.mapped.append(f"{prop} -> avro.column_rules")
 
 
+_OVERRIDES: Final = "snapshot.select.statement.overrides"
+
+
+def _select_overrides(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """The table list `snapshot.select.statement.overrides` and one
+    `snapshot.select.statement.overrides.<schema>.<table>` SELECT per listed table, as
+    snapshot.select_overrides (read at the list; a statement for an unlisted table is
+    ignored by Debezium, and listed here)."""
+    if prop != _OVERRIDES:
+        table = prop[len(_OVERRIDES) + 1 :]
+        if table in _regexes(props.get(_OVERRIDES, "")):
+            imp.mapped.append(f"{prop} -> snapshot.select_overrides")
+        else:
+            imp.unsupported_(prop, f"{table} is not in {_OVERRIDES}: Debezium ignores it too")
+        return
+    overrides: dict[str, str] = {}
+    for table in _regexes(value):
+        statement = props.get(f"{prop}.{table}")
+        if statement is None:
+            imp.unsupported_(prop, f"no {prop}.{table} statement: {table} is read whole")
+        else:
+            overrides[table] = statement
+    if overrides:
+        imp.set(prop, "snapshot.select_overrides", overrides)
+
+
+def _signal_channel(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """Debezium's Kafka signal channel as snapshot.signal_kafka_topic; the source channel
+    is snapshot.signal_table (signal.data.collection), always on when set."""
+    if prop == "signal.enabled.channels":
+        other = [c for c in _regexes(value) if c not in ("source", "kafka")]
+        if other:
+            imp.unsupported_(prop, f"channels {other}: only source and kafka exist here")
+        if "kafka" in _regexes(value) and "signal.kafka.topic" not in props:
+            imp.unsupported_(prop, "kafka without signal.kafka.topic: set it")
+        imp.mapped.append(f"{prop} -> (signal_table / signal_kafka_topic when set)")
+    elif prop == "signal.kafka.topic":
+        if "kafka" in _regexes(props.get("signal.enabled.channels", "source")):
+            imp.set(prop, "snapshot.signal_kafka_topic", value)
+        else:
+            imp.mapped.append(f"{prop} -> (not used: signal.enabled.channels lacks kafka)")
+    elif prop == "signal.kafka.groupId":
+        imp.set(prop, "snapshot.signal_kafka_group", value)
+    elif prop == "signal.kafka.poll.timeout.ms":
+        imp.mapped.append(f"{prop} -> (not needed: the topic is read without waiting)")
+    elif prop == "signal.kafka.bootstrap.servers":
+        imp.mapped.append(f"{prop} -> (the signal topic is read from kafka.bootstrap_servers)")
+    else:
+        imp.unsupported_(prop, "not supported: the signal consumer uses the kafka.* settings")
+
+
+EVENT_ROUTER: Final = "io.debezium.transforms.outbox.EventRouter"
+_SMT: Final = (
+    "single message transforms do not run in the bridge: apply them in the consumer "
+    "(ExtractNewRecordState: read `after`), or route with kafka.topic_template"
+)
+# EventRouter properties -> outbox settings (the values as they are)
+_ROUTER_FIELDS: Final = {
+    "table.field.event.id": "id_column",
+    "table.field.event.key": "key_column",
+    "table.field.event.payload": "payload_column",
+    "route.by.field": "route_by_column",
+    "route.topic.regex": "topic_regex",
+    "route.topic.replacement": "topic_replacement",
+    "table.op.invalid.behavior": "on_update",
+}
+_ROUTER_UNSUPPORTED: Final = {
+    "table.field.event.timestamp": "record timestamps are the time the bridge produced them "
+    "(Debezium's default); a column's time is not used",
+    "table.field.event.schema.version": "the value schema is the payload column's alone",
+    "predicate": "set outbox.tables to the outbox tables' schema.table regexes "
+    "(without a predicate every captured table is routed, as here)",
+    "negate": "set outbox.tables to the outbox tables' schema.table regexes",
+}
+
+
+def _routers(props: dict[str, str]) -> list[str]:
+    names = _regexes(props.get("transforms", ""))
+    return [n for n in names if props.get(f"transforms.{n}.type") == EVENT_ROUTER]
+
+
+def _transforms(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """Debezium's outbox EventRouter as outbox.* (the first one); every other transform
+    listed: it does not run in the bridge."""
+    routers = _routers(props)
+    if prop == "transforms":
+        others = [n for n in _regexes(value) if n not in routers[:1]]
+        if others:
+            imp.unsupported_(prop, f"{', '.join(others)}: {_SMT}")
+        if routers:
+            imp.settings.setdefault("outbox", {})["tables"] = [".*"]
+            imp.mapped.append(f"{prop} -> outbox.tables (every captured table, as Debezium)")
+        return
+    name, _, key = prop[len("transforms.") :].partition(".")
+    if name not in routers[:1]:
+        imp.unsupported_(prop, _SMT if name not in routers else "one outbox router only")
+        return
+    _router_property(imp, prop, key, value)
+
+
+def _router_property(imp: _Import, prop: str, key: str, value: str) -> None:
+    outbox = imp.settings.setdefault("outbox", {})
+    if key == "type":
+        imp.mapped.append(f"{prop} -> outbox (Debezium's outbox event router)")
+    elif key in _ROUTER_FIELDS:
+        imp.set(prop, f"outbox.{_ROUTER_FIELDS[key]}", value)
+    elif key == "route.tombstone.on.empty.payload":
+        imp.set(prop, "outbox.tombstone_on_empty_payload", _bool(value))
+    elif key == "table.expand.json.payload" and not _bool(value):
+        imp.mapped.append(f"{prop} -> (the bridge's behaviour: the payload as it is)")
+    elif key == "table.fields.additional.placement":
+        headers = {}
+        for entry in _regexes(value):
+            parts = [p.strip() for p in entry.split(":")]
+            if len(parts) in (2, 3) and parts[1] == "header":
+                headers[parts[0]] = parts[2] if len(parts) == 3 else parts[0]
+            else:
+                imp.unsupported_(prop, f"{entry}: only header placement is supported")
+        outbox["headers"] = headers
+        imp.mapped.append(f"{prop} -> outbox.headers")
+    elif key == "table.field.event.type":
+        imp.mapped.append(f"{prop} -> (not needed: a column is a header by outbox.headers)")
+    else:
+        imp.unsupported_(prop, _ROUTER_UNSUPPORTED.get(key, "not supported by outbox.*"))
+
+
 _GROUP_KEYS: Final = ("include", "exclude", "partitions", "replication.factor")
 
 
@@ -497,13 +623,7 @@ _HANDLERS: Final[dict[str, Handler]] = {
 
 # Families of properties, by prefix: (prefix, handler).
 _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
-    (
-        "transforms",
-        _unsupported(
-            "single message transforms do not run in the bridge: apply them in the consumer "
-            "(ExtractNewRecordState: read `after`), or route with kafka.topic_template"
-        ),
-    ),
+    ("transforms", _transforms),
     (
         "message.key.columns",
         _key_columns,
@@ -520,12 +640,14 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ("producer.override.", _unsupported("set the librdkafka setting in kafka.producer")),
     ("errors.", _ignored("Kafka Connect's error handling; the bridge stops on errors")),
     ("database.initial.statements", _unsupported("run them as the role's default settings")),
-    ("snapshot.select.statement.overrides", _unsupported("not supported yet")),
+    ("snapshot.select.statement.overrides", _select_overrides),
     ("notification.", _unsupported("snapshot progress is in the metrics endpoint (http)")),
-    ("signal.", _unsupported("signals come from snapshot.signal_table only")),
+    ("signal.", _signal_channel),
     ("converters", _unsupported("custom converters do not run in the bridge")),
 )
 
+# `${provider:[path:]key}`; not a regex router's `${routedByValue}`
+_PROVIDER: Final = re.compile(r"\$\{[^}:]+:[^}]*\}")
 _SECRET_PROPS: Final = re.compile(r"password|secret|user\.info|sasl\.jaas", re.IGNORECASE)
 
 
@@ -549,7 +671,7 @@ def import_connector(props: dict[str, str], bootstrap_servers: str | None = None
         if handler is None:
             imp.unsupported_(prop, "not recognised: no bridge setting does this")
             continue
-        if "${" in value and not _SECRET_PROPS.search(prop):
+        if _PROVIDER.search(value) and not _SECRET_PROPS.search(prop):
             imp.unsupported_(prop, f"{value} is a Connect config provider: resolve it by hand")
             continue
         handler(imp, prop, value, props)

@@ -98,6 +98,11 @@ class EncoderCache:
         self._by_oid[relation.oid] = (relation, topic, encoder)
         return topic, encoder
 
+    def codec(self, relation: Relation) -> TableCodec:
+        """The relation's column types as its encoder would have them, nothing registered
+        (the outbox router writes single columns: bridge.outbox)."""
+        return self._table(relation, self._details(relation.oid))
+
     def _build(self, relation: Relation) -> tuple[str, ChangeEncoder]:
         details = self._details(relation.oid)
         table = self._table(relation, details)

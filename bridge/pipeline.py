@@ -100,6 +100,17 @@ class Incremental(Protocol):
     def on_acknowledged(self, lsn: int) -> None: ...
 
 
+class Outbox(Protocol):
+    """`outbox.tables`: the changes of an outbox table become routed events
+    (`bridge.outbox.OutboxRouter`) instead of records of the table's topic."""
+
+    def matches(self, relation: Relation) -> bool: ...
+
+    def route(
+        self, change: Change
+    ) -> list[tuple[str, bytes | None, bytes | None, Headers | None]]: ...
+
+
 class Positions(Protocol):
     """Where a flush position must be recorded before PostgreSQL hears of it
     (`bridge.slotstate.PositionRecorder`: a lost slot is then recognised)."""
@@ -159,6 +170,7 @@ class Parts:
     positions: Positions
     resources: ExitStack
     reselect: Reselect | None = None  # avro.toast_reselect
+    outbox: Outbox | None = None  # outbox.tables
 
 
 class Pipeline:
@@ -187,6 +199,7 @@ class Pipeline:
         self.heartbeat = parts.heartbeat
         self.positions = parts.positions
         self.reselect = parts.reselect
+        self.outbox = parts.outbox
         self._start_streaming = parts.start_streaming
         self.start_lsn = parts.start_lsn
         self._describe = parts.describe
@@ -333,7 +346,13 @@ class Pipeline:
                 self._send(*extra)
 
     def _records(self, route: _Route, change: Change, tx: TxSource) -> list[Record]:
-        """Encode and send one captured change; its records (for the incremental snapshot)."""
+        """Encode and send one captured change; its records (for the incremental snapshot).
+        An outbox table's change goes to the outbox router: its events are no table records."""
+        outbox = route.outbox
+        if outbox is not None:
+            for routed in outbox.route(change):
+                self._send(*routed)
+            return []
         op = change.op
         counted = route.count_keys.get(op)
         if counted is None:  # the same key object each time: the lookup skips comparing
@@ -492,12 +511,23 @@ class _Route:
     never registers schemas.
     """
 
-    __slots__ = ("captured", "count_keys", "encoder", "limit", "private", "relation", "topic")
+    __slots__ = (
+        "captured",
+        "count_keys",
+        "encoder",
+        "limit",
+        "outbox",
+        "private",
+        "relation",
+        "topic",
+    )
 
     def __init__(self, relation: Relation, pipeline: Pipeline) -> None:
         self.relation = relation
         self.private = pipeline.snapshots.is_private(relation)
         self.captured = pipeline.routing.captured(relation)
+        outbox = pipeline.outbox
+        self.outbox = outbox if outbox is not None and outbox.matches(relation) else None
         self.encoder: RowEncoder | None = None
         self.topic = ""
         self.limit = 0

@@ -39,7 +39,7 @@ def subject_name(strategy: Strategy, topic: str, record_fullname: str, is_key: b
     return f"{topic}-{'key' if is_key else 'value'}"
 
 
-def fingerprint(schema: dict[str, Any]) -> str:
+def fingerprint(schema: dict[str, Any] | list[Any]) -> str:
     return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
 
 
@@ -80,7 +80,9 @@ class Registry:
                 self._latest[subject] = json.loads(found.schema.schema_str or "null")
         return self._latest[subject]
 
-    def register(self, subject: str, schema: dict[str, Any], *, table: str) -> int:
+    def register(self, subject: str, schema: dict[str, Any] | list[Any], *, table: str) -> int:
+        """The id of `schema` under `subject` (a record, or a union such as an outbox
+        event's `["null", T]`: the rescaling check applies to records only)."""
         key = (subject, fingerprint(schema))
         found = self._ids.get(key)
         if found is not None:
@@ -88,7 +90,11 @@ class Registry:
         for n in range(1, _MAX_GENERATIONS):
             target = generation(subject, n)
             previous = self.latest(target)
-            rescaled = rescaled_columns(previous, schema) if previous is not None else []
+            rescaled = (
+                rescaled_columns(previous, schema)
+                if isinstance(previous, dict) and isinstance(schema, dict)
+                else []
+            )
             if rescaled:
                 if self.on_incompatible == "stop":
                     raise self._incompatible(target, schema, table, _RESCALED, rescaled)
@@ -107,7 +113,10 @@ class Registry:
                 continue
             except Exception as exc:
                 raise _unreachable(f"while registering {target!r}", exc) from None
-            self._latest[target] = schema
+            if isinstance(schema, dict):
+                self._latest[target] = schema
+            else:
+                self._latest.pop(target, None)  # read again when asked
             self._ids[key] = schema_id
             return schema_id
         raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
@@ -115,14 +124,18 @@ class Registry:
     def _incompatible(
         self,
         subject: str,
-        schema: dict[str, Any],
+        schema: dict[str, Any] | list[Any],
         table: str,
         by: str,
         changes: list[str] | None = None,
     ) -> IncompatibleSchemaError:
         old = self.latest(subject)
         if changes is None:
-            changes = incompatible_columns(old, schema) if old is not None else []
+            changes = (
+                incompatible_columns(old, schema)
+                if isinstance(old, dict) and isinstance(schema, dict)
+                else []
+            )
         what = f" ({'; '.join(changes)})" if changes else ""
         return IncompatibleSchemaError(
             f"the new schema of table {table}{what} under subject {subject!r} was refused "

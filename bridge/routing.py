@@ -11,6 +11,11 @@ from bridge.decode.messages import Relation
 _TOPIC_INVALID: Final = re.compile(r"[^A-Za-z0-9._-]")
 
 
+def kafka_safe(name: str) -> str:
+    """Characters Kafka refuses in a topic name become `_` (as Debezium does)."""
+    return _TOPIC_INVALID.sub("_", name)
+
+
 class Routing:
     """Table filters and topic names, decided once per relation version."""
 
@@ -45,4 +50,4 @@ class Routing:
         name = self.template.format(
             prefix=self.prefix, schema=relation.namespace, table=relation.name
         )
-        return _TOPIC_INVALID.sub("_", name)
+        return kafka_safe(name)

@@ -274,3 +274,78 @@ def test_cli_bad_file() -> None:
     result = CliRunner().invoke(app, ["import-debezium", "/nonexistent/connector.json"])
     assert result.exit_code == 2
     assert "cannot read" in result.stderr
+
+
+def test_snapshot_select_statement_overrides() -> None:
+    prefix = "snapshot.select.statement.overrides"
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        prefix: "public.orders,public.items",
+        f"{prefix}.public.orders": "SELECT * FROM public.orders WHERE region = 'eu'",
+        f"{prefix}.public.stale": "SELECT * FROM public.stale WHERE false",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["snapshot"] == {
+        "select_overrides": {"public.orders": "SELECT * FROM public.orders WHERE region = 'eu'"}
+    }
+    assert f"{prefix}.public.orders -> snapshot.select_overrides" in result.mapped
+    assert sorted(result.unsupported) == sorted(
+        [
+            f"{prefix}: no {prefix}.public.items statement: public.items is read whole",
+            f"{prefix}.public.stale: public.stale is not in {prefix}: Debezium ignores it too",
+        ]
+    )
+
+
+def test_outbox_event_router() -> None:
+    """Debezium's outbox documentation example: routed by aggregate type, a header alias."""
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "table.include.list": r"public\.outboxevent",
+        "transforms": "outbox,unwrap",
+        "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+        "transforms.outbox.table.fields.additional.placement": "type:header:eventType,seq:header,"
+        "version:envelope:v",
+        "transforms.outbox.route.topic.replacement": "${routedByValue}.events",
+        "transforms.outbox.table.field.event.timestamp": "timestamp",
+        "transforms.outbox.table.op.invalid.behavior": "fatal",
+        "transforms.outbox.route.tombstone.on.empty.payload": "true",
+        "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["outbox"] == {
+        "tables": [".*"],
+        "headers": {"type": "eventType", "seq": "seq"},
+        "topic_replacement": "${routedByValue}.events",
+        "on_update": "fatal",
+        "tombstone_on_empty_payload": True,
+    }
+    listed = sorted(line.split(": ")[0] for line in result.unsupported)
+    assert listed == [
+        "transforms",  # unwrap
+        "transforms.outbox.table.field.event.timestamp",
+        "transforms.outbox.table.fields.additional.placement",  # the envelope placement
+        "transforms.unwrap.type",
+    ]
+
+
+def test_kafka_signal_channel() -> None:
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "signal.data.collection": "public.debezium_signal",
+        "signal.enabled.channels": "source,kafka,jmx",
+        "signal.kafka.topic": "dbz-signals",
+        "signal.kafka.groupId": "my-signals",
+        "signal.kafka.bootstrap.servers": "kafka:9092",
+        "signal.consumer.security.protocol": "SSL",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["snapshot"] == {
+        "signal_table": "public.debezium_signal",
+        "signal_kafka_topic": "dbz-signals",
+        "signal_kafka_group": "my-signals",
+    }
+    assert sorted(line.split(": ")[0] for line in result.unsupported) == [
+        "signal.consumer.security.protocol",
+        "signal.enabled.channels",
+    ]

@@ -47,6 +47,7 @@ _MODULES = {
             "routing",
             "oversized",
             "sidetopics",
+            "outbox",  # outbox.*: outbox table changes -> routed events
             "eos",
             "topics",  # kafka.topic_creation: table topics created by rule (admin I/O)
             "encoders",  # EncoderCache: catalog SQL, registry I/O, reads Config

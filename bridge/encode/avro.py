@@ -239,7 +239,7 @@ def compile_value_writer(schema: Any) -> Writer:
     return _Compiler().compile(parse_schema(schema))
 
 
-def compile_writer(schema: dict[str, Any]) -> Callable[[Any], bytes]:
+def compile_writer(schema: dict[str, Any] | list[Any]) -> Callable[[Any], bytes]:
     """Avro binary (no framing) of a datum of `schema`; raises SchemaError if unsupported."""
     write = _Compiler().compile(parse_schema(schema))
 

@@ -62,7 +62,7 @@ def record_size(key: bytes | None, value: bytes | None, headers: Headers | None)
 
 
 def framed_writer(
-    schema: dict[str, Any], schema_id: int, label: str = "record"
+    schema: dict[str, Any] | list[Any], schema_id: int, label: str = "record"
 ) -> Callable[[Any], bytes]:
     """Encoder for one registered schema: Confluent header + Avro binary body (compiled
     by `bridge.encode.avro`). A value the schema cannot hold is a SchemaError naming

@@ -74,6 +74,9 @@ class SnapshotTable(NamedTuple):
     row_filter: str | None  # the publication's row filter, an SQL expression
     estimated_rows: int  # pg_class.reltuples; 0 when never analyzed
     pages: int  # pg_class.relpages
+    # The SELECT an initial snapshot reads the table through (snapshot.select_overrides,
+    # snapshot.row_filters); its chunk queries select from it as from the table.
+    select_override: str | None = None
 
     @property
     def label(self) -> str:

@@ -12,11 +12,14 @@ the key column's type, so any orderable key type works.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
+import psycopg
 from psycopg import sql
 
+from bridge.errors import ConfigError
+from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_CTID, METHOD_KEY, METHOD_WHOLE, SnapshotTable
 
 Bound = tuple[str, ...]
@@ -36,6 +39,59 @@ class Chunk(NamedTuple):
 def raw(text: str) -> sql.SQL:
     """A trusted SQL fragment (catalog text, operator input) in a query that has parameters."""
     return sql.SQL(text.replace("%", "%%"))
+
+
+def from_item(table: SnapshotTable) -> sql.Composable:
+    """What every chunk query reads from: the table, or its select override as a subquery
+    named like the table, so key ranges, ORDER BY and the column list read the same.
+
+    The one place a snapshot's SQL names its source (COPY or SELECT alike wrap the query
+    built on it)."""
+    if table.select_override is None:
+        return table.ident
+    return sql.SQL("({}) AS {}").format(
+        raw(table.select_override), sql.Identifier(table.relation.name)
+    )
+
+
+def with_overrides(
+    conn: Any,
+    tables: list[SnapshotTable],
+    select_overrides: Mapping[str, str],
+    row_filters: Mapping[str, str],
+) -> tuple[list[SnapshotTable], list[str]]:
+    """`tables` with their select overrides (a row filter becomes `SELECT * ... WHERE`), and
+    the configured names that are none of them, for the caller to refuse.
+
+    A subquery has no ctid: an overridden table without a key is read in one chunk. Each
+    override is tried once (LIMIT 0, in a savepoint of `conn`'s snapshot transaction), so a
+    SELECT lacking a published column stops the bridge before any row is read."""
+    texts = dict(select_overrides)
+    for name, condition in row_filters.items():
+        schema, _, relname = name.rpartition(".")
+        ident = sql.Identifier(schema or "public", relname).as_string(conn)
+        texts[name] = f"SELECT * FROM {ident} WHERE ({condition})"
+    oids = catalog.resolve(conn, list(texts))
+    by_oid = {table.relation.oid: table for table in tables}
+    unknown = [name for name in texts if oids.get(name) not in by_oid]
+    for name, text in texts.items():
+        if name in unknown:
+            continue
+        table = by_oid[oids[name]]
+        method = METHOD_WHOLE if table.method == METHOD_CTID else table.method
+        table = by_oid[oids[name]] = table._replace(select_override=text, method=method)
+        probe = sql.SQL("SELECT {} FROM {} LIMIT 0").format(table.select_list(), from_item(table))
+        try:
+            with conn.transaction():
+                conn.execute(probe)
+        except psycopg.Error as exc:
+            setting = "row_filters" if name in row_filters else "select_overrides"
+            raise ConfigError(
+                f"snapshot.{setting} of {name} cannot be read: {str(exc).strip()}",
+                hint="it must be a valid query that returns every published column of the "
+                "table under its own name",
+            ) from None
+    return [by_oid[table.relation.oid] for table in tables], unknown
 
 
 def _compare(table: SnapshotTable, op: str) -> sql.Composed:
@@ -95,7 +151,7 @@ def chunk_query(
     columns = table.select_list()
     if key_text:
         columns = sql.SQL("{}, {}").format(table.key_text_list(), columns)
-    query = sql.SQL("SELECT {} FROM {}").format(columns, table.ident)
+    query = sql.SQL("SELECT {} FROM {}").format(columns, from_item(table))
     if conds:
         query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
     if chunk.method == METHOD_KEY:
@@ -108,7 +164,7 @@ def chunk_query(
 def max_key_query(table: SnapshotTable, condition: str | None) -> sql.Composed:
     """The highest key (as text) of the rows an incremental snapshot reads."""
     conds = [sql.SQL("({})").format(raw(c)) for c in (table.row_filter, condition) if c]
-    query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), table.ident)
+    query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), from_item(table))
     if conds:
         query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
     order = sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(k.name)) for k in table.key)
@@ -135,7 +191,7 @@ def _plan_keys(
 ) -> Iterator[Chunk]:
     while True:
         conds, params = key_conditions(table, lo, None)
-        query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), table.ident)
+        query = sql.SQL("SELECT {} FROM {}").format(table.key_text_list(), from_item(table))
         if conds:
             query += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(conds)
         query += sql.SQL(" ORDER BY {} OFFSET {} LIMIT 1").format(

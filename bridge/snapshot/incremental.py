@@ -20,6 +20,11 @@ only once they are delivered, and the next chunk starts. A chunk's position is
 stored once the flush position passes its high watermark: after a crash the run
 resumes from the store and re-reads only chunks whose delivery was not confirmed.
 
+Signals come from the signal table's inserts and, with `snapshot.signal_kafka_topic`, from
+a Kafka topic (`bridge.snapshot.signals`): `execute-snapshot`, `stop-snapshot` (tables
+leave their runs between chunks, stored), `pause-snapshot` / `resume-snapshot` (no new
+chunk while paused; held in memory only).
+
 The additional condition and the publication's row filter are SQL pasted into the
 chunk query: whoever can write the signal table can run SELECTs as the bridge.
 """
@@ -47,6 +52,7 @@ from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.chunks import Bound, Chunk, chunk_query, max_key_query
 from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.reader import RawText, TableJob, connect, encode_rows, snapshot_source
+from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, RUNNING, ProgressStore
 
 log = logging.getLogger("bridge.snapshot")
@@ -127,6 +133,7 @@ class IncrementalSnapshotter:
         progress: SnapshotProgress,
         encoders: EncoderCache,
         relation_of: Callable[[int], Relation | None],
+        signals: KafkaSignals | None = None,
     ) -> None:
         signal = cfg.snapshot.signal_table
         assert signal is not None
@@ -141,6 +148,7 @@ class IncrementalSnapshotter:
         self._db = cfg.source.dbname
         self._source_cfg = cfg.source
         self._routing = Routing.from_config(cfg)
+        self._outbox = cfg.outbox
         self._conn = connect(cfg.source.conninfo())
         # A watermark is seen in the stream only once its WAL is flushed: flush at commit
         # even where synchronous_commit is off, or every chunk waits for the WAL writer.
@@ -155,8 +163,13 @@ class IncrementalSnapshotter:
         self._last_lsn = 0  # commit LSN of the newest window close
         self._tables: dict[str, SnapshotTable | None] = {}
         self._tracked: set[str] = set()  # tables with progress counters in this process
+        self._signals = signals  # snapshot.signal_kafka_topic
+        self._paused = False  # pause-snapshot: no new chunk until resume-snapshot
+        self._stops: list[list[str] | None] = []  # stop-snapshot: applied between chunks
 
     def close(self) -> None:
+        if self._signals is not None:
+            self._signals.close()
         self._conn.close()
 
     # -- stream side ----------------------------------------------------------
@@ -183,20 +196,39 @@ class IncrementalSnapshotter:
             window.opened = True
         elif window is not None and signal_id == window.close_id:
             return self._close_window(window, tx)
-        elif signal_type == "execute-snapshot":
-            self._request(signal_id, data)
+        else:
+            self._on_signal(signal_id, signal_type, data)
         return _NOTHING
 
     def on_acknowledged(self, lsn: int) -> None:
-        """Everything up to `lsn` is delivered: store the positions it covers, start work."""
+        """Everything up to `lsn` is delivered: store the positions it covers, take the
+        Kafka topic's signals, start work."""
         while self._unacked and self._unacked[0].lsn < lsn:
             mark = self._unacked.popleft()
             self._store.set_detail(mark.run_id, mark.detail)
             if mark.done:
                 self._store.set_state(mark.run_id, DONE)
                 log.info("incremental snapshot %s done", mark.run_id)
-        if self._window is None and (self._active is not None or self._queue):
+        if self._signals is not None:
+            for signal in self._signals.poll():
+                self._on_signal(signal.id, signal.type, signal.data)
+        if self._window is None and (self._active is not None or self._queue or self._stops):
             self._advance(lsn)
+
+    def _on_signal(self, signal_id: str, signal_type: str, data: str | None) -> None:
+        """One signal from the table or the Kafka topic (Debezium's signal types)."""
+        if signal_type == "execute-snapshot":
+            self._request(signal_id, data)
+        elif signal_type == "stop-snapshot":
+            names = _names(data)
+            self._stops.append(names)
+            log.info("signal %s: stop incremental snapshot of %s", signal_id, names or "all")
+        elif signal_type in ("pause-snapshot", "resume-snapshot"):
+            self._paused = signal_type == "pause-snapshot"
+            state = "paused" if self._paused else "resumed"
+            log.info("signal %s: incremental snapshots %s", signal_id, state)
+        else:
+            log.warning("signal %s of type %r ignored", signal_id, signal_type)
 
     # -- runs and windows -----------------------------------------------------
 
@@ -222,7 +254,25 @@ class IncrementalSnapshotter:
         self._queue.append(run)
         log.info("incremental snapshot %s requested for %s", signal_id, ", ".join(names))
 
+    def _stop(self) -> None:
+        """Apply the stop-snapshot signals: the named tables (or whole runs) leave the queue
+        and the active run; a run left without tables is done."""
+        stops, self._stops = self._stops, []
+        for names in stops:
+            runs = ([self._active] if self._active is not None else []) + list(self._queue)
+            for run in runs:
+                finished, rest = run.names[: run.index], run.names[run.index :]
+                kept = [] if names is None else [n for n in rest if n not in names]
+                if not kept or kept[0] != rest[0]:
+                    run.last_key = run.max_key = None  # the table being read was stopped
+                run.names = finished + kept
+                self._store.set_detail(run.run_id, run.detail())
+
     def _advance(self, lsn: int) -> None:
+        if self._stops:
+            self._stop()
+        if self._paused:
+            return
         while True:
             run = self._active
             if run is None:
@@ -315,6 +365,9 @@ class IncrementalSnapshotter:
             if not self._routing.matches(relation.namespace, relation.name):
                 log.error("incremental snapshot: table %s is excluded by the filters", name)
                 table = None
+            elif self._outbox.holds(relation.namespace, relation.name):
+                log.error("incremental snapshot: %s is an outbox table, skipped", name)
+                table = None
             elif table.method != METHOD_KEY:
                 log.error("incremental snapshot: table %s has no primary key, skipped", name)
                 table = None
@@ -394,6 +447,15 @@ def _signal_row(change: Change) -> tuple[str, str, str | None] | None:
     if signal_id is None or signal_type is None:
         return None
     return signal_id, signal_type, found.get("data")
+
+
+def _names(data: str | None) -> list[str] | None:
+    """A stop-snapshot's `data-collections`; None (every table) when it names none."""
+    try:
+        names = json.loads(data or "{}").get("data-collections")
+    except (ValueError, AttributeError):
+        return None
+    return [str(n) for n in names] if isinstance(names, list) and names else None
 
 
 def _bound(value: Any) -> Bound | None:

@@ -180,6 +180,8 @@ class InitialSnapshot:
             lambda p: (
                 self._routing.matches(p.namespace, p.name)
                 and not is_private(self._store.schema, p.namespace, p.name)
+                # outbox tables: their snapshot rows are not routed as events (README)
+                and not self._cfg.outbox.holds(p.namespace, p.name)
             ),
             self._cfg.snapshot.tables,
         )
@@ -188,6 +190,17 @@ class InitialSnapshot:
                 f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
                 hint="add them to the publication (or replication set) and to the filters, "
                 "or remove them from snapshot.tables",
+            )
+        snap = self._cfg.snapshot
+        tables, unknown = chunks.with_overrides(
+            conn, tables, snap.select_overrides, snap.row_filters
+        )
+        if unknown:
+            raise ConfigError(
+                "snapshot.select_overrides / row_filters name table(s) this snapshot does "
+                f"not read: {', '.join(unknown)}",
+                hint='spell them "schema.table" as captured (and in snapshot.tables when it '
+                "is set), or remove them",
             )
         return tables
 

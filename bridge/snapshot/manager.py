@@ -26,6 +26,7 @@ from bridge.snapshot import modes
 from bridge.snapshot.incremental import IncrementalSnapshotter
 from bridge.snapshot.initial import InitialSnapshot
 from bridge.snapshot.progress import SnapshotProgress
+from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, INITIAL, PENDING, RUNNING, ProgressStore, is_private
 from bridge.source import libpq, slots
 
@@ -208,8 +209,9 @@ class SnapshotManager:
         """The streaming hooks, when a signal table is configured."""
         if self.cfg.snapshot.signal_table is None:
             return None
+        signals = None if self.cfg.snapshot.signal_kafka_topic is None else KafkaSignals(self.cfg)
         self._incremental = IncrementalSnapshotter(
-            self.cfg, self.store, self.progress, encoders, relation_of
+            self.cfg, self.store, self.progress, encoders, relation_of, signals
         )
         return self._incremental
 

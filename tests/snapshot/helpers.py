@@ -118,6 +118,8 @@ class TopicReader:
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None or not topic.partitions:
             return False
+        if any(p.leader < 0 for p in topic.partitions.values()):
+            return False  # just created: its watermarks are not served yet
         self._partitions = [
             TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in sorted(topic.partitions)
         ]
