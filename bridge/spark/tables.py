@@ -9,9 +9,11 @@ created on first sight.
 
 Exactly-once into the targets across restarts: the checkpoint makes Spark re-run an
 interrupted micro-batch with the same offsets, and the apply's (commit LSN, offset) guard
-makes every table that batch already reached ignore its changes the second time; a table is
-only ever changed by one atomic Delta commit per batch, so a kill between or inside the
-per-table MERGEs leaves each table either before or after the batch.
+makes every table that batch already reached ignore its changes the second time. Each step
+of a table's apply (create, add or widen columns, TRUNCATE, MERGE) is one atomic Delta
+commit that a re-run repeats without effect, with one gap: a column added with a default
+is added in one commit and filled into existing rows in the next, and a kill between them
+leaves those rows null (a re-run finds the column there and fills nothing).
 """
 
 from __future__ import annotations
