@@ -28,7 +28,12 @@ null, as before this existed.
 
 A column that arrives with a newer schema version is added to the table; when its field has
 a default (a column added with a constant default in PostgreSQL, see `bridge.spark.reader`),
-the rows already in the table get that default, as PostgreSQL reads them.
+the rows already in the table get that default, as PostgreSQL reads them. A column a newer
+version widened (int -> bigint, float -> double, more decimal digits) is retyped in place
+with Delta's type widening; any other type change stops the apply with a SchemaError naming
+the table and the column. A dropped column stays in the table: rows keep the value it
+had, rows inserted since have null. Every row keeps `_seq` (see
+`bridge.spark.reader.SEQ_TYPE`), the column Databricks' `sequence_by` takes.
 """
 
 from __future__ import annotations
@@ -42,12 +47,23 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+)
 
-from bridge.errors import ConfigError
+from bridge.errors import ConfigError, SchemaError
 from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeStream
 
-TARGET_META = ("_lsn", "_offset", "_txid", "_commit_ts", "_deleted")
+TARGET_META = ("_lsn", "_offset", "_seq", "_txid", "_commit_ts", "_deleted")
 TRUNCATED_PROPERTY = "bridge.truncatedLsn"
 OLD_KEY = "_oldkey"
 _RECORD_ID = ("_topic", "_partition", "_offset")
@@ -74,17 +90,26 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def latest_per_key(changes: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+def latest_per_key(
+    changes: DataFrame, key_columns: Sequence[str], *, ignore_null_updates: bool = False
+) -> DataFrame:
     """One row per key: the newest change, each non-key column (as struct `v`) from the newest
     change that carried it. Unsent TOAST values and a delete's (key-only) before-image carry
-    nothing, so a column is a null struct only when the target's value must be kept."""
+    nothing (nor, with `ignore_null_updates`, an update's null), so a column is a null struct
+    only when the target's value must be kept."""
     data = [c for c in changes.columns if c not in META_TYPES and c not in key_columns]
     unchanged = sf.coalesce(sf.col("_unchanged"), sf.array().cast("array<string>"))
+
+    def carries(c: str) -> Column:
+        found = ~sf.array_contains(unchanged, c) & ~sf.col("_deleted")
+        if ignore_null_updates:
+            found &= (sf.col("op") != "u") | sf.col(c).isNotNull()
+        return found
+
     carried = [
-        sf.max_by(
-            sf.struct(sf.col(c).alias("v")),
-            sf.when(~sf.array_contains(unchanged, c) & ~sf.col("_deleted"), _order()),
-        ).alias(f"__cdc_v{i}")
+        sf.max_by(sf.struct(sf.col(c).alias("v")), sf.when(carries(c), _order())).alias(
+            f"__cdc_v{i}"
+        )
         for i, c in enumerate(data)
     ]
     latest = sf.max_by(sf.struct(*(sf.col(m) for m in ("op", *TARGET_META))), _order())
@@ -119,6 +144,7 @@ def carry_over(
     table: DeltaTable | None,
     key_columns: Sequence[str],
     floor: int = 0,
+    missing: int | None = None,
 ) -> tuple[DataFrame, list[DataFrame]]:
     """`changes` with each key change's create completed from its old key's row, and the
     intermediate DataFrames it cached (unpersist them once the result is used).
@@ -127,12 +153,16 @@ def carry_over(
     null literal there, which Spark folds away). Each pass fills what the previous one
     made available, so a chain of key changes in one batch takes one pass per link; it
     stops when a pass fills nothing more. Target rows older than `floor` (a TRUNCATE) are
-    not used."""
+    not used. `missing`: `_missing(changes)` when the caller counted it already (an upper
+    bound does: a pass that fills nothing ends the loop)."""
     if OLD_KEY not in changes.columns:
         return changes, []
     data = [c for c in changes.columns if c not in META_TYPES and c not in key_columns]
     cached: list[DataFrame] = []
-    missing = _missing(changes) if data else 0
+    if not data:
+        missing = 0
+    elif missing is None:
+        missing = _missing(changes)
     while missing:
         changes = _fill(changes, table, key_columns, data, floor).persist()
         cached.append(changes)
@@ -251,7 +281,9 @@ def _ensure_table(
     table = _table(spark, target)
     have: set[str] | None = None
     if table is not None:
-        have = set(table.toDF().columns)
+        current = table.toDF().schema
+        have = set(current.fieldNames())
+        _widen(spark, target, current, shape.schema)
         if set(empty.columns) <= have:
             return table
     writer = empty.write.format("delta").mode("append").option("mergeSchema", "true")
@@ -265,6 +297,53 @@ def _ensure_table(
     if added:
         table.update(set={_q(c): default_of(row, c) for c, row in added.items()})
     return table
+
+
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
+def _widens(old: DataType, new: DataType) -> bool:
+    """Whether `new` holds every value of `old`: the changes Delta's type widening makes in
+    place (a narrower integer, float -> double, a decimal with no fewer digits either side
+    of the point)."""
+    if isinstance(old, _INTEGRAL) and isinstance(new, _INTEGRAL):
+        return _INTEGRAL.index(type(old)) <= _INTEGRAL.index(type(new))
+    if isinstance(old, FloatType) and isinstance(new, DoubleType):
+        return True
+    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
+        integral = new.precision - new.scale >= old.precision - old.scale
+        return integral and new.scale >= old.scale
+    return False
+
+
+def _widen(spark: SparkSession, target: str, current: StructType, incoming: StructType) -> None:
+    """Retype the table's columns a newer schema version widened (ALTER COLUMN TYPE with
+    Delta's type widening enabled on the table); stop on any other type change. A column
+    the changes carry narrower than the table (an older layout) is cast up by the MERGE."""
+    have = {f.name: f.dataType for f in current.fields}
+    wider: dict[str, DataType] = {}
+    for f in incoming.fields:
+        old = have.get(f.name)
+        if old is None or old.simpleString() == f.dataType.simpleString():
+            continue
+        if _widens(old, f.dataType):
+            wider[f.name] = f.dataType
+        elif not _widens(f.dataType, old):
+            raise SchemaError(
+                f"table {target} column {f.name}: type {old.simpleString()} cannot change "
+                f"to {f.dataType.simpleString()}",
+                hint="Delta widens integers, float -> double and decimal precision in place "
+                "only; rewrite the column (or apply into a new table) and restart the query",
+            )
+    if wider:
+        name = _sql_name(target)
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        for column, kind in wider.items():
+            spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_q(column)} TYPE {kind.simpleString()}")
+
+
+def _sql_name(target: str) -> str:
+    return f"delta.{_q(target)}" if _is_path(target) else target
 
 
 def default_of(row_schema: str, column: str) -> Column:
@@ -290,8 +369,13 @@ def _truncated_lsn(table: DeltaTable | None) -> int:
 
 def _truncate(spark: SparkSession, target: str, table: DeltaTable, lsn: int) -> None:
     table.delete(sf.col("_lsn") < sf.lit(lsn))
-    name = f"delta.{_q(target)}" if _is_path(target) else target
-    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('{TRUNCATED_PROPERTY}' = '{lsn}')")
+    _mark_truncated(spark, target, lsn)
+
+
+def _mark_truncated(spark: SparkSession, target: str, lsn: int) -> None:
+    spark.sql(
+        f"ALTER TABLE {_sql_name(target)} SET TBLPROPERTIES ('{TRUNCATED_PROPERTY}' = '{lsn}')"
+    )
 
 
 def apply_batch(
@@ -300,11 +384,23 @@ def apply_batch(
     key_columns: Sequence[str],
     *,
     hard_delete: bool = False,
+    column_list: Sequence[str] | None = None,
+    except_column_list: Sequence[str] = (),
+    ignore_null_updates: bool = False,
+    quarantine: str | None = None,
 ) -> None:
     """MERGE one static DataFrame of change rows into the Delta table `target` (a path if it
-    contains '/' or ':', else a table name), creating or widening the table as needed."""
+    contains '/' or ':', else a table name), creating or widening the table as needed.
+
+    `column_list` keeps only those data columns (key columns always stay), and
+    `except_column_list` leaves those out; a listed column the changes do not have yet is
+    taken when a newer schema version brings it. `ignore_null_updates`: a null in an update
+    keeps the target's value (Databricks' option of that name; unchanged TOASTed values are
+    kept without it). `quarantine`: the table for the records changes read with
+    mode="PERMISSIVE" could not decode (see `quarantine_failed`)."""
     if not key_columns:
         raise ConfigError("apply needs key_columns", hint="pass the table's primary key columns")
+    changes = quarantine_failed(changes, quarantine)
     if all(c in META_TYPES for c in changes.columns):
         return  # nothing but tombstones (or nothing at all): no row to change
     missing = [k for k in key_columns if k not in changes.columns]
@@ -313,21 +409,29 @@ def apply_batch(
             f"key column(s) {', '.join(missing)} are not in the changes",
             hint=f"the changes have {', '.join(changes.columns)}",
         )
+    changes = _selected(changes, key_columns, column_list, except_column_list)
     spark = changes.sparkSession
     defaults = {
         f.name: f.metadata[DEFAULT_ROW] for f in changes.schema.fields if DEFAULT_ROW in f.metadata
     }
     if "_tombstone" in changes.columns:
         changes = changes.where(~sf.col("_tombstone"))
-    floor = _truncated_lsn(_table(spark, target))
-    found = changes.where(sf.col("op") == "t").agg(sf.max("_lsn")).first()
+    table = _table(spark, target)
+    floor = _truncated_lsn(table)
+    # One pass over the changes for the newest TRUNCATE and the values key changes lack.
+    moved = sf.sum(sf.when(_moved(), sf.size("_unchanged"))) if OLD_KEY in changes.columns else None
+    found = changes.agg(
+        sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))),
+        sf.lit(0) if moved is None else moved,
+    ).first()
     truncate = found[0] if found is not None and (found[0] or 0) > floor else None
+    lacking = int(found[1] or 0) if found is not None else 0
     kept = changes.where(
         (sf.col("op") != "t")
         & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
     )
-    kept, cached = carry_over(kept, _table(spark, target), key_columns, max(floor, truncate or 0))
-    latest = latest_per_key(kept, key_columns).persist()
+    kept, cached = carry_over(kept, table, key_columns, max(floor, truncate or 0), lacking)
+    latest = latest_per_key(kept, key_columns, ignore_null_updates=ignore_null_updates).persist()
     try:
         data = [c for c in latest.columns if c != "op" and c not in TARGET_META]
         shape = latest.select(
@@ -343,6 +447,56 @@ def apply_batch(
         latest.unpersist()
         for df in cached:
             df.unpersist()
+
+
+QUARANTINE_COLUMNS = ("_topic", "_partition", "_offset", "_schema_id", "_error")
+
+
+def quarantine_failed(changes: DataFrame, quarantine: str | None) -> DataFrame:
+    """`changes` without the records that failed to decode (rows with `_error`, read with
+    mode="PERMISSIVE"), which go to the Delta table `quarantine` first: their coordinates,
+    writer schema id, error and `_quarantined_at`, each record once however often a batch
+    is replayed (a MERGE on the coordinates). The quarantined record's change is not
+    applied: the target misses it until it is fixed and replayed by hand."""
+    if "_error" not in changes.columns:
+        return changes
+    if quarantine is None:
+        raise ConfigError(
+            'changes read with mode="PERMISSIVE" need a quarantine table',
+            hint="pass quarantine='/lake/_quarantine' (a path or a table name)",
+        )
+    failed = changes.where(sf.col("_error").isNotNull()).select(
+        *QUARANTINE_COLUMNS, sf.current_timestamp().alias("_quarantined_at")
+    )
+    if failed.limit(1).count():
+        table = _ensure_table(changes.sparkSession, quarantine, failed, {})
+        on = " AND ".join(f"t.{c} = s.{c}" for c in QUARANTINE_COLUMNS[:3])
+        table.alias("t").merge(failed.alias("s"), on).whenNotMatchedInsertAll().execute()
+    return changes.where(sf.col("_error").isNull()).drop("_schema_id", "_error")
+
+
+def _selected(
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    column_list: Sequence[str] | None,
+    except_column_list: Sequence[str],
+) -> DataFrame:
+    """The key, metadata and chosen data columns of `changes`."""
+    dropped = sorted(set(key_columns) & set(except_column_list))
+    if dropped:
+        raise ConfigError(
+            f"except_column_list names key column(s) {', '.join(dropped)}",
+            hint="a MERGE needs every key column; leave them out of except_column_list",
+        )
+    wanted = None if column_list is None else set(column_list)
+    keep = [
+        c
+        for c in changes.columns
+        if c in META_TYPES
+        or c in key_columns
+        or ((wanted is None or c in wanted) and c not in except_column_list)
+    ]
+    return changes if len(keep) == len(changes.columns) else changes.select(*keep)
 
 
 def _merge(
@@ -386,6 +540,7 @@ def apply_changes(
     hard_delete: bool = False,
     checkpoint: str | None = None,
     trigger: dict[str, Any] | None = None,
+    quarantine: str | None = None,
 ) -> StreamingQuery | None:
     """Apply a batch DataFrame now (returns None) or start a stream (returns the query).
 
@@ -393,9 +548,10 @@ def apply_changes(
     micro-batch) or an already-decoded streaming DataFrame; it needs `checkpoint`, and
     `trigger` takes DataStreamWriter.trigger's keywords, e.g. {"availableNow": True}. A
     micro-batch that Spark re-runs after a failure finds its changes applied and does nothing.
+    `quarantine`: see `apply_batch`. Many tables in one query: `bridge.spark.tables`.
     """
     if isinstance(changes, DataFrame) and not changes.isStreaming:
-        apply_batch(changes, target, key_columns, hard_delete=hard_delete)
+        apply_batch(changes, target, key_columns, hard_delete=hard_delete, quarantine=quarantine)
         return None
     if checkpoint is None:
         raise ConfigError("a streaming apply needs checkpoint=", hint="pass a checkpoint dir")
@@ -407,7 +563,9 @@ def apply_changes(
     def run(batch: DataFrame, _batch_id: int) -> None:
         batch.persist()  # decoding reads the batch twice: ids first, then the rows
         try:
-            apply_batch(decode(batch), target, key_columns, hard_delete=hard_delete)
+            apply_batch(
+                decode(batch), target, key_columns, hard_delete=hard_delete, quarantine=quarantine
+            )
         finally:
             batch.unpersist()
 

@@ -42,6 +42,7 @@ from bridge.errors import ConfigError, SchemaError
 from bridge.spark.registry import SchemaSource, defaulted_row, row_fields, source_fields
 
 Tombstones = Literal["drop", "keep"]
+Mode = Literal["FAILFAST", "PERMISSIVE"]
 # (topic, value schema id, tombstone key schema id, schema id of a create's old key header)
 Group = tuple[str, int | None, int | None, int | None]
 OLD_KEY_HEADER = "__debezium.oldkey"  # bridge.encode.records' name (spark imports no bridge layer)
@@ -49,9 +50,15 @@ OLD_KEY_HEADER = "__debezium.oldkey"  # bridge.encode.records' name (spark impor
 # from which `bridge.spark.apply` computes the default when the column reaches a table.
 DEFAULT_ROW = "bridge.avro.row"
 
+# `_seq`: one orderable column per change (struct comparison is field by field): the commit
+# LSN, then the change's own LSN (its position in the transaction), then the Kafka offset
+# (ties only between changes of records written before `source.commit_lsn` existed).
+SEQ_TYPE = "struct<commit_lsn:bigint,lsn:bigint,offset:bigint>"
+
 META_TYPES = {
     "op": "string",
     "_lsn": "bigint",
+    "_seq": SEQ_TYPE,
     "_txid": "bigint",
     "_commit_ts": "timestamp",
     "_deleted": "boolean",
@@ -61,6 +68,8 @@ META_TYPES = {
     "_partition": "int",
     "_offset": "bigint",
     "_tombstone": "boolean",
+    "_schema_id": "bigint",
+    "_error": "string",
 }
 _KAFKA_POSITION = ("_topic", "_partition", "_offset")
 _NOT_FRAMED = "is not Confluent-framed Avro (magic byte 0)"
@@ -78,22 +87,23 @@ _OFFSET_OPTIONS = {
 }
 
 
-def _schema_id(data: Column) -> Column:
+def _schema_id(data: Column, strict: bool) -> Column:
+    """The writer schema id of framed bytes; bytes without the framing fail the query, or
+    (not `strict`: PERMISSIVE) read as null, to be quarantined."""
     framed = sf.hex(sf.substring(data, 1, 1)) == sf.lit("00")
-    return (
-        sf.when(data.isNull(), sf.lit(None).cast("bigint"))
-        .when(
-            framed & (sf.length(data) >= 5),
-            sf.conv(sf.hex(sf.substring(data, 2, 4)), 16, 10).cast("bigint"),
-        )
-        .otherwise(
-            sf.raise_error(
-                sf.format_string(
-                    "topic %s partition %d offset %d " + _NOT_FRAMED,
-                    sf.col("topic"),
-                    sf.col("partition"),
-                    sf.col("offset"),
-                )
+    found = sf.when(data.isNull(), sf.lit(None).cast("bigint")).when(
+        framed & (sf.length(data) >= 5),
+        sf.conv(sf.hex(sf.substring(data, 2, 4)), 16, 10).cast("bigint"),
+    )
+    if not strict:
+        return found
+    return found.otherwise(
+        sf.raise_error(
+            sf.format_string(
+                "topic %s partition %d offset %d " + _NOT_FRAMED,
+                sf.col("topic"),
+                sf.col("partition"),
+                sf.col("offset"),
             )
         )
     )
@@ -111,9 +121,9 @@ def _old_key(raw: DataFrame) -> Column:
     return sf.when(sf.size(found) > 0, found.getItem(0)["value"])
 
 
-def frame(raw: DataFrame) -> DataFrame:
+def frame(raw: DataFrame, *, strict: bool = True) -> DataFrame:
     """Kafka rows -> position columns, key/value bytes, the old key header's bytes and the
-    writer schema ids."""
+    writer schema ids (null for unframed bytes unless `strict`)."""
     value, key, old_key = sf.col("value"), sf.col("key"), _old_key(raw)
     return raw.select(
         sf.col("topic").alias("_topic"),
@@ -122,9 +132,9 @@ def frame(raw: DataFrame) -> DataFrame:
         key,
         value,
         old_key.alias("_okey"),
-        _schema_id(value).alias("_vid"),
-        sf.when(value.isNull(), _schema_id(key)).alias("_kid"),
-        _schema_id(old_key).alias("_okid"),
+        _schema_id(value, strict).alias("_vid"),
+        sf.when(value.isNull(), _schema_id(key, strict)).alias("_kid"),
+        _schema_id(old_key, strict).alias("_okid"),
     )
 
 
@@ -146,9 +156,12 @@ def collect(df: DataFrame) -> list[Row]:
 class ChangeDecoder:
     """Turns static DataFrames of raw Kafka rows into flat change rows."""
 
-    def __init__(self, schemas: SchemaSource, tombstones: Tombstones = "drop") -> None:
+    def __init__(
+        self, schemas: SchemaSource, tombstones: Tombstones = "drop", mode: Mode = "FAILFAST"
+    ) -> None:
         self.schemas = schemas
         self.tombstones = tombstones
+        self.permissive = mode == "PERMISSIVE"
         self._known: set[tuple[str, int]] = set()
 
     def groups(self, framed: DataFrame) -> set[Group]:
@@ -157,13 +170,16 @@ class ChangeDecoder:
 
     def decode(self, raw: DataFrame, groups: Iterable[Group] | None = None) -> DataFrame:
         """Flat change rows of a static Kafka DataFrame (a batch read or a micro-batch)."""
-        framed = frame(raw)
+        framed = frame(raw, strict=not self.permissive)
         found = self.groups(framed) if groups is None else set(groups)
         values: dict[str, set[int]] = defaultdict(set)
         keys: dict[str, set[int]] = defaultdict(set)
         old_keys: dict[str, set[int]] = defaultdict(set)
+        failed: set[tuple[str, int | None]] = set()
         for topic, vid, kid, okid in found:
-            if vid is not None:
+            if self.permissive and ((vid is None and kid is None) or not self._readable(vid)):
+                failed.add((topic, vid))
+            elif vid is not None:
                 values[topic].add(vid)
                 if okid is not None:
                     old_keys[topic].add(okid)
@@ -178,12 +194,39 @@ class ChangeDecoder:
             for topic, ids in sorted(keys.items())
         ]
         flat = [p for part in parts for p in part]
+        flat += [self._failed(framed, topic, vid) for topic, vid in sorted(failed, key=str)]
         if not flat:
             return framed.where(sf.lit(False)).select(*self._meta_columns(tombstone=False))
         out = flat[0]
         for other in flat[1:]:
             out = out.unionByName(other, allowMissingColumns=True)
         return out
+
+    def _readable(self, schema_id: int | None) -> bool:
+        """Whether the registry has the writer schema `schema_id` (None: nothing to read)."""
+        try:
+            return schema_id is None or bool(self.schemas.writer(schema_id))
+        except SchemaError:
+            return False
+
+    def _failed(self, framed: DataFrame, topic: str, schema_id: int | None) -> DataFrame:
+        """PERMISSIVE: the records of `topic` that cannot be decoded at all, with `_error`:
+        value bytes without the framing (`schema_id` None), or a writer id the registry
+        does not know. A tombstone with an unframed key is among them only when tombstones
+        are kept."""
+        if schema_id is None:
+            unframed = sf.col("value").isNotNull() & sf.col("_vid").isNull()
+            if self.tombstones == "keep":
+                unframed |= sf.col("value").isNull() & sf.col("_kid").isNull()
+            rows, error = framed.where(unframed), sf.lit("the record " + _NOT_FRAMED)
+        else:
+            rows = framed.where(sf.col("_vid") == sf.lit(schema_id))
+            error = sf.lit(f"schema id {schema_id} is not in the registry")
+        return rows.where(sf.col("_topic") == topic).select(
+            *_KAFKA_POSITION,
+            sf.coalesce(sf.col("_vid"), sf.col("_kid")).alias("_schema_id"),
+            error.alias("_error"),
+        )
 
     def _reader(self, subject: str, ids: list[int]) -> str | None:
         """Latest schema of the subject, re-read when a writer id is new to this decoder."""
@@ -211,7 +254,7 @@ class ChangeDecoder:
 
     def _from_avro(self, data: Column, id_col: Column, ids: list[int], reader: str) -> Column:
         """`data` (framed) decoded by its writer id, read as `reader`."""
-        options = {"avroSchema": reader, "mode": "FAILFAST"}
+        options = {"avroSchema": reader, "mode": "PERMISSIVE" if self.permissive else "FAILFAST"}
         decoded: Column | None = None
         for schema_id in ids:
             parsed = from_avro(_body(data), self.schemas.writer(schema_id), options)
@@ -252,13 +295,17 @@ class ChangeDecoder:
             )
         rows = framed.where((sf.col("_topic") == topic) & id_col.isin(ids)).select(
             decoded.alias("_e"),
+            id_col.alias("_schema_id"),
             (sf.lit(None).cast("string") if old_key is None else old_key).alias("_oldkey"),
             *_KAFKA_POSITION,
         )
         e = sf.col("_e")
         if is_key:
+            # a key's fields are the primary key's columns: never all null in a good record
+            undecoded = sf.coalesce(*(e[f] for f in fields)).isNull()
+            errors = self._errors(undecoded, subject) if self.permissive else []
             return rows.select(
-                *(e[f].alias(f) for f in fields), *self._meta_columns(tombstone=True)
+                *(e[f].alias(f) for f in fields), *self._meta_columns(tombstone=True), *errors
             )
         row = sf.when(e["op"] == "d", e["before"]).otherwise(e["after"])
         source = e["source"]
@@ -273,6 +320,7 @@ class ChangeDecoder:
                 for f in fields
             ),
             _commit_lsn(source, reader).alias("_lsn"),
+            _sequence(source, reader).alias("_seq"),
             source["txId"].alias("_txid"),
             sf.timestamp_millis(source["ts_ms"]).alias("_commit_ts"),
             (e["op"] == "d").alias("_deleted"),
@@ -282,7 +330,20 @@ class ChangeDecoder:
         ]
         if self.tombstones == "keep":
             columns.append(sf.lit(False).alias("_tombstone"))
+        if self.permissive:
+            columns += self._errors(e["op"].isNull(), subject)  # op: never null when read
         return rows.select(*columns)
+
+    def _errors(self, undecoded: Column, subject: str) -> list[Column]:
+        """PERMISSIVE: `_schema_id` and `_error` (null on a record that decoded). from_avro
+        gives a record it cannot read as a struct of nulls (not a null struct), which
+        `undecoded` recognises."""
+        error = sf.format_string(
+            f"from_avro could not read the record (writer schema id %d) with the latest schema "
+            f"of {subject}",
+            sf.col("_schema_id"),
+        )
+        return [sf.col("_schema_id"), sf.when(undecoded, error).alias("_error")]
 
     def _meta_columns(self, *, tombstone: bool) -> list[Column]:
         """Typed metadata columns for rows that have no envelope (tombstones, empty reads)."""
@@ -295,6 +356,8 @@ class ChangeDecoder:
                     out.append(sf.lit(tombstone).alias(name))
             elif name == "_deleted":
                 out.append(sf.lit(tombstone).alias(name))
+            elif name in ("_schema_id", "_error"):
+                continue  # PERMISSIVE's, added by `_errors` / `_failed`
             else:
                 out.append(sf.lit(None).cast(kind).alias(name))
         return out
@@ -335,9 +398,11 @@ def _source_options(
     return options
 
 
-def _pinned(spark: SparkSession, options: dict[str, str]) -> tuple[DataFrame, set[Group]]:
+def _pinned(
+    spark: SparkSession, options: dict[str, str], *, strict: bool
+) -> tuple[DataFrame, set[Group]]:
     """The exact offset range present now, and the writer ids found in it."""
-    framed = frame(spark.read.format("kafka").options(**options).load())
+    framed = frame(spark.read.format("kafka").options(**options).load(), strict=strict)
     stats = collect(
         framed.groupBy("_topic", "_partition", "_vid", "_kid", "_okid").agg(
             sf.min("_offset").alias("lo"), sf.max("_offset").alias("hi")
@@ -374,6 +439,7 @@ def read_changes(
     registry_url: str,
     registry_auth: tuple[str, str] | None = ...,
     tombstones: Tombstones = ...,
+    mode: Mode = ...,
     streaming: Literal[False] = ...,
 ) -> DataFrame: ...
 
@@ -388,6 +454,7 @@ def read_changes(
     registry_url: str,
     registry_auth: tuple[str, str] | None = ...,
     tombstones: Tombstones = ...,
+    mode: Mode = ...,
     streaming: Literal[True],
 ) -> ChangeStream: ...
 
@@ -402,6 +469,7 @@ def read_changes(
     registry_url: str,
     registry_auth: tuple[str, str] | None = ...,
     tombstones: Tombstones = ...,
+    mode: Mode = ...,
     streaming: bool,
 ) -> DataFrame | ChangeStream: ...
 
@@ -415,11 +483,13 @@ def read_changes(
     registry_url: str,
     registry_auth: tuple[str, str] | None = None,
     tombstones: Tombstones = "drop",
+    mode: Mode = "FAILFAST",
     streaming: bool = False,
 ) -> DataFrame | ChangeStream:
     """Change rows of the bridge's topics: `op`, the row's columns (the after-image, the
     before-image for deletes), `_lsn` (commit LSN: `source.commit_lsn`, or `source.lsn` in
-    records written before that field existed, when `lsn` was the commit LSN), `_txid`,
+    records written before that field existed, when `lsn` was the commit LSN), `_seq` (one
+    orderable struct: commit LSN, the change's own LSN, offset; see SEQ_TYPE), `_txid`,
     `_commit_ts`, `_deleted`,
     `_unchanged` (unsent TOASTed columns), `_oldkey` (on the create of a primary-key change:
     the old key as JSON, from its `__debezium.oldkey` header), `_topic`, `_partition`,
@@ -428,17 +498,24 @@ def read_changes(
 
     `kafka_options` are Spark Kafka source options ("kafka.bootstrap.servers" is required;
     startingOffsets defaults to "earliest").
+
+    mode="PERMISSIVE": a record that cannot be decoded (bytes without the framing, a schema
+    id the registry lacks, a body from_avro cannot read) does not fail the read; it comes
+    as a row with `_error` set (and `_schema_id`, the Kafka coordinates, nothing else), for
+    `bridge.spark.apply` to put in a quarantine table. Every row then has both columns.
     """
     if tombstones not in ("drop", "keep"):
         raise ConfigError(f"tombstones={tombstones!r}", hint='use "drop" or "keep"')
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise ConfigError(f"mode={mode!r}", hint='use "FAILFAST" or "PERMISSIVE"')
     options = _source_options(topics, pattern, kafka_options)
     schemas = SchemaSource(registry_url, registry_auth)
-    decoder = ChangeDecoder(schemas, tombstones)
+    decoder = ChangeDecoder(schemas, tombstones, mode)
     if streaming:
         raw = spark.readStream.format("kafka").options(**options).load()
         return ChangeStream(raw, decoder)
     try:  # from_avro gets the schemas as text: none is fetched after decode()
-        raw, groups = _pinned(spark, options)
+        raw, groups = _pinned(spark, options, strict=mode == "FAILFAST")
         return decoder.decode(raw, groups)
     finally:
         schemas.close()
@@ -454,3 +531,12 @@ def _commit_lsn(source: Column, reader: str) -> Column:
     if "commit_lsn" not in source_fields(reader):
         return source["lsn"]
     return sf.coalesce(source["commit_lsn"], source["lsn"])
+
+
+def _sequence(source: Column, reader: str) -> Column:
+    """`_seq` (see SEQ_TYPE): what Databricks' `sequence_by` or a plain MERGE orders by."""
+    return sf.struct(
+        _commit_lsn(source, reader).alias("commit_lsn"),
+        source["lsn"].alias("lsn"),
+        sf.col("_offset").alias("offset"),
+    )

@@ -33,6 +33,7 @@ UNCHANGED = object()  # an unchanged TOASTed value: not sent by PostgreSQL
 Row = Mapping[str, Any]  # column -> PostgreSQL text (str), None (NULL) or UNCHANGED
 OID = {"int4": 23, "int8": 20, "text": 25, "numeric": 1700, "timestamptz": 1184, "uuid": 2950}
 OID |= {"int4[]": 1007, "jsonb": 3802, "date": 1082, "interval": 1186, "time": 1083}
+OID |= {"float4": 700, "float8": 701}
 _BLOCK = SourceBlock("srv", "db", "0.1.0")
 
 
@@ -97,6 +98,16 @@ class TableFeed:
         self.columns.append((name, kind, typmod))
         if missing is not None:
             self.missing[name] = missing
+        self._relation = self._new_relation()
+
+    def retype_column(self, name: str, kind: str, typmod: int = -1) -> None:
+        """ALTER TABLE ALTER COLUMN TYPE: a new Relation message with the column's new type."""
+        self.columns = [(c, kind, typmod) if c == name else (c, k, t) for c, k, t in self.columns]
+        self._relation = self._new_relation()
+
+    def drop_column(self, name: str) -> None:
+        """ALTER TABLE DROP COLUMN: a new Relation message without it."""
+        self.columns = [col for col in self.columns if col[0] != name]
         self._relation = self._new_relation()
 
     def _tuple(self, row: Row, *, key_only: bool = False) -> TupleData:
