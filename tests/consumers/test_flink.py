@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 from running import running
-from schema.live import bridge_config, confirmed_flush, records_in, topics_named, unique
+from schema.live import bridge_config, records_in, topics_named, unique, wait_delivered
 from waiting import wait_for
 
 from consumers.flink import FlinkSQL
@@ -52,14 +52,7 @@ def test_flink_debezium_avro_confluent_materialises_the_table(
     with running(cfg) as bridge:
         for statement in WORKLOAD:
             pg_conn.execute(statement)
-        row = pg_conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
-        assert row is not None
-        wait_for(
-            lambda: bridge.check() or confirmed_flush(pg_conn, cfg.source.slot_name) >= row[0],
-            120,
-            "the bridge to deliver the workload",
-            every=0.2,
-        )
+        wait_delivered(bridge, pg_conn, cfg)
         # What Flink will read must be in the topic: the 31 inserts at least. Checked on
         # its own so a missing topic fails here, saying which topics the prefix has.
         wait_for(

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from running import running
-from schema.live import bridge_config, confirmed_flush, unique
+from schema.live import bridge_config, unique, wait_delivered
 from waiting import wait_for
 
 from consumers.connect import ConnectWorker, jdbc_sink_config
@@ -81,13 +81,6 @@ def _rows(conn: psycopg.Connection[Any], table: str) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in conn.execute(query).fetchall()]
 
 
-def _current_lsn(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-@pytest.fixture
 def sink_db(stack: Any) -> Any:
     name = unique("sink")
     stack.create_database(name)
@@ -115,13 +108,7 @@ def test_jdbc_sink_applies_every_change(
     with running(cfg) as bridge:
         for statement, params in WORKLOAD:
             pg_conn.execute(statement, params)
-        end = _current_lsn(pg_conn)
-        wait_for(
-            lambda: bridge.check() or confirmed_flush(pg_conn, cfg.source.slot_name) >= end,
-            120,
-            "the bridge to deliver the workload",
-            every=0.2,
-        )
+        wait_delivered(bridge, pg_conn, cfg)
     expected = {t: _rows(pg_conn, t) for t in TABLES}
     assert all(expected.values())
 

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from waiting import wait_for
 
 from bridge.config import Config
 
@@ -150,6 +151,21 @@ def topics_named(cfg: Config, prefix: str) -> str:
     admin = AdminClient(cfg.kafka.client_config())
     names = sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix))
     return f"topics starting with {prefix!r}: {names}"
+
+
+def wait_delivered(bridge: Any, conn: Any, cfg: Config, timeout: float = 120.0) -> None:
+    """Wait until the running `bridge` (tests/running.py) confirmed every transaction
+    committed so far: its slot's confirmed position reaches the WAL insert position.
+    Not `pg_current_wal_lsn()`: that is the write position, which lags the last commits
+    under asynchronous commit (the stack's default), so the wait could end at once."""
+    row = conn.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
+    assert row is not None
+    wait_for(
+        lambda: bridge.check() or confirmed_flush(conn, cfg.source.slot_name) >= row[0],
+        timeout,
+        "the bridge to deliver the workload",
+        every=0.2,
+    )
 
 
 def confirmed_flush(conn: Any, slot: str) -> int:

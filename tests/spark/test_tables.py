@@ -27,7 +27,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from running import running
-from schema.live import bridge_config, confirmed_flush, unique
+from schema.live import bridge_config, unique, wait_delivered
 from waiting import wait_for
 
 from bridge.spark.reader import ChangeStream, read_changes
@@ -69,14 +69,7 @@ def captured(stack: Any) -> Iterator[tuple[str, dict[str, set[tuple[Any, ...]]]]
             with running(cfg) as bridge:
                 for statement in WORKLOAD:
                     conn.execute(statement)
-                row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint").fetchone()
-                assert row is not None
-                wait_for(
-                    lambda: bridge.check() or confirmed_flush(conn, cfg.source.slot_name) >= row[0],
-                    120,
-                    "the bridge to deliver the workload",
-                    every=0.2,
-                )
+                wait_delivered(bridge, conn, cfg)
             yield prefix, {t: _rows(conn, t) for t in TABLES}
     finally:
         stack.drop_database(dbname)
