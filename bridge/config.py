@@ -319,10 +319,11 @@ class AvroConfig(_Section):
     time_precision_mode: Literal["micros", "connect", "adaptive"] = Field(
         "micros", description="Debezium's time.precision.mode, for date, time and timestamp"
     )
-    interval_mode: Literal["record", "string", "numeric"] = Field(
-        "record",
-        description="interval as {months, days, micros}, Debezium's ISO 8601 string "
-        "or its MicroDuration (interval.handling.mode)",
+    interval_mode: Literal["string", "record", "numeric"] = Field(
+        "string",
+        description="interval as Debezium's ISO 8601 string (Debezium's JDBC sink "
+        "has no column type for a record), {months, days, micros} or Debezium's "
+        "MicroDuration (interval.handling.mode)",
     )
     hstore_mode: Literal["map", "json"] = Field(
         "map", description="Debezium's hstore.handling.mode"

@@ -589,8 +589,9 @@ _HANDLERS: Final[dict[str, Handler]] = {
         "writes timestamp(0..3) in milliseconds): readers of such columns must convert",
     ),
     "interval.handling.mode": _unsupported(
-        "intervals are records {months, days, micros}; Debezium's numeric (long) and string "
-        "forms are not compatible versions of its subjects for interval columns"
+        "intervals are written as avro.interval_mode says (default string: Debezium's ISO "
+        "8601 form; numeric: its MicroDuration long); Debezium's default numeric and our "
+        "default string are not compatible versions of its subjects for interval columns"
     ),
     "binary.handling.mode": _default_only("bytes", "bytea is written as Avro bytes"),
     "hstore.handling.mode": _default_only(

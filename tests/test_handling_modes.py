@@ -44,7 +44,7 @@ RUNS: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
          "h": {"a": "1", "b": None}},
     ),
     "wide": (
-        {"wide_decimal_mode": "decimal"},
+        {"wide_decimal_mode": "decimal", "interval_mode": "record"},
         {"b": b"\x00\xff\x10", "n": Decimal("12.34"), "w": Decimal("-1.50000000"),
          "t": dt.time(12, 34, 56, 789_012), "t3": dt.time(12, 34, 56, 789_000),
          "ts": dt.datetime(2020, 1, 1, 12, 34, 56, 789_012),

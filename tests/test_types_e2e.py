@@ -63,9 +63,16 @@ HOSTILE_SETTINGS = (
 )
 
 
-# (wire format, avro settings): the defaults in both formats, then the old forms.
-OLD_FORMS = {"out_of_range": "sentinel", "timestamp_mode": "instant"}
-RUNS = {"text": ("text", {}), "binary": ("binary", {}), "text-sentinel": ("text", OLD_FORMS)}
+# (wire format, avro settings): the defaults in both formats, then the old forms. interval
+# as the exact {months, days, micros} record, which every_type compares field by field
+# (the default ISO 8601 string is the consumer matrix's, tests/consumers).
+RECORD = {"interval_mode": "record"}
+OLD_FORMS = {"out_of_range": "sentinel", "timestamp_mode": "instant", **RECORD}
+RUNS = {
+    "text": ("text", RECORD),
+    "binary": ("binary", RECORD),
+    "text-sentinel": ("text", OLD_FORMS),
+}
 
 
 @dataclass

@@ -199,8 +199,9 @@ class ColumnCodec(NamedTuple):
     type: ColumnType
     text: Converter
     binary: Converter | None  # None: the type's binary format is not understood
-    # Arrays of bounded elements: an element clamped to its bounds appends here (the
-    # encoder reports the array in special_values); None for every other column.
+    # Arrays of bounded or NaN-able elements: an element clamped to its bounds or a NaN
+    # written as null appends here (the encoder reports the array in special_values);
+    # None for every other column.
     clamped: list[int] | None = None
 
     @property
@@ -248,12 +249,18 @@ def column_codec(
 
 def codec_of(t: ColumnType) -> ColumnCodec:
     element = t.element
-    if t.wire == Wire.ARRAY and element is not None and element.bounds is not None:
+    if t.wire == Wire.ARRAY and element is not None and _reported(element):
         clamped: list[int] = []
         text, binary = _array_converters(t, element, clamped)
         return ColumnCodec(t, text, binary, clamped)
     text, binary = _converters(t)
     return ColumnCodec(t, text, binary)
+
+
+def _reported(element: ColumnType) -> bool:
+    """Arrays of these elements report themselves in special_values when an element is
+    clamped to its bounds or written as null although it is a value (NaN numerics)."""
+    return element.bounds is not None or element.may_be_null
 
 
 def array_text(t: ColumnType) -> Converter | None:
@@ -285,13 +292,18 @@ def _array_literal(items: list[Any]) -> str:
     return "{" + ",".join(out) + "}"
 
 
-def _clamping(parse: Any, bounds: tuple[int, int], clamped: list[int]) -> Any:
-    """An element parser that clamps to `bounds`, noting each clamp in `clamped`."""
-    low, high = bounds
+def _clamping(parse: Any, bounds: tuple[int, int] | None, clamped: list[int]) -> Any:
+    """An element parser that clamps to `bounds` (if any) and notes in `clamped` each
+    element clamped or written as null although not NULL (a NaN numeric: the array
+    parsers never call it for NULL elements)."""
+    low, high = bounds or (0, 0)
 
     def convert(item: Any) -> Any:
         value = parse(item)
-        if value is None or low <= value <= high:
+        if value is None:
+            clamped.append(1)
+            return None
+        if bounds is None or low <= value <= high:
             return value
         clamped.append(1)
         return low if value < low else high
@@ -317,7 +329,7 @@ def _array_converters(
     t: ColumnType, element: ColumnType, clamped: list[int] | None = None
 ) -> tuple[Converter, Converter | None]:
     elem_text, elem_binary = _element_parsers(element)
-    if clamped is not None and element.bounds is not None:
+    if clamped is not None:
         elem_text = _clamping(elem_text, element.bounds, clamped)
         if elem_binary is not None:
             elem_binary = _clamping(elem_binary, element.bounds, clamped)

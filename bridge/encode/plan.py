@@ -149,7 +149,7 @@ class _Column:
         # compared always, against the whole long range when not bounded.
         self.specials = specials
         self.low, self.high = t.bounds or (_LONG_MIN, _LONG_MAX)
-        self.clamped_elements = codec.clamped  # arrays of bounded elements
+        self.clamped_elements = codec.clamped  # arrays of bounded or NaN-able elements
         self.bounded = t.bounds is not None  # a scalar with bounds: its values are ints
         self.checked = (
             t.bounds is not None

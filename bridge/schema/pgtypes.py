@@ -36,8 +36,9 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
   timestamptz               timestamptz_mode "micros" (default): long timestamp-micros, UTC |
                             "iso": string "2020-01-01T12:00:00.5Z" (years outside 0-9999 as
                             -0043 / +10000)
-  interval                  record bridge.pg.Interval {months:int, days:int, micros:long}
-                            (interval_mode "string": ISO 8601 | "numeric": MicroDuration µs)
+  interval                  string, Debezium's ISO 8601 "P1Y2M3DT4H5M6.78S" (interval_mode
+                            "record": bridge.pg.Interval {months:int, days:int, micros:long} |
+                            "numeric": MicroDuration µs)
   hstore                    map of ["null", string]         dict (hstore_mode json: string)
 Temporal, decimal, uuid, json, enum and interval schemas carry Debezium's connect.name
 (and connect.version / connect.parameters) beside the Avro logical type.
@@ -209,7 +210,7 @@ class CodecOptions:
     decimal_mode: str = "precise"
     binary_mode: str = "bytes"
     time_precision_mode: str = "micros"
-    interval_mode: str = "record"
+    interval_mode: str = "string"
     hstore_mode: str = "map"
 
     def __post_init__(self) -> None:

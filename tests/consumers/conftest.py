@@ -1,6 +1,6 @@
 """Third-party consumers started once per test session and shared by every module.
 
-`connect_worker`: one Kafka Connect standalone JVM (tests/consumers/connect.py) with
+`connect_worker`: one Kafka Connect standalone JVM (deploy/local/stack_connect.py) with
 Debezium's JDBC sink and Apicurio's Avro converter on its classpath. Tests add their
 own connectors to it and delete them after; the JVM and its jars' build are paid once.
 `flink_sql`: PyFlink and Flink's Kafka and Debezium-Avro jars (tests/consumers/flink.py),
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from consumers.connect import ConnectWorker
+from consumers.connect import jdbc_sink_worker
 from consumers.flink import FlinkSQL
 
 
@@ -26,10 +26,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def connect_worker(stack: Any) -> Iterator[ConnectWorker]:
-    worker = ConnectWorker(stack, stack.workdir / "connect")
+def connect_worker(stack: Any) -> Iterator[Any]:
+    worker = jdbc_sink_worker(stack, stack.workdir / "connect")
     try:
         worker.start()
+        worker.wait_ready()
         yield worker
     finally:
         worker.stop()

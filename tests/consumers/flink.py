@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,7 @@ class FlinkSQL:
         return Path(_install.cached_build(COMPONENT, name, self.log, build)) / "jars"
 
     def run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Run flink_job.py with `spec` (plus the jars); its JSON result."""
+        """Run flink_job.py with `spec` (plus the jars); its result (flink_job.py says what)."""
         _await_described(spec["bootstrap"], spec["topic"])
         python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}"
         env = {
@@ -103,17 +104,21 @@ class FlinkSQL:
             "PYTHONNOUSERSITE": "1",
         }
         env.pop("VIRTUAL_ENV", None)
-        argv = [str(python), str(JOB), json.dumps({**spec, "jars": self.jars})]
+        out = self.workdir / f"{spec['group']}.pickle"
+        argv = [str(python), str(JOB), json.dumps({**spec, "jars": self.jars, "out": str(out)})]
         done = subprocess.run(
             argv, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False
         )
         with self.log.open("a") as log:
             log.write(done.stderr)
         if done.returncode != 0:
+            # From the job's Python traceback on (Flink's own log lines come before it).
+            start = max(done.stderr.rfind("Traceback (most recent call last)"), 0)
             raise AssertionError(
-                f"the Flink job failed ({done.returncode}):\n{done.stderr[-6000:]}"
+                f"the Flink job failed ({done.returncode}):\n{done.stderr[start:][:6000]}"
             )
-        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+        with out.open("rb") as result:
+            return dict(pickle.load(result))  # our own job's output
 
 
 def _await_described(bootstrap: str, topic: str) -> None:

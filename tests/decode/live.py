@@ -114,7 +114,7 @@ class LiveSource:
                 relation,
                 PgCatalog(self.catalog),
                 load_table_details(self.catalog, relation.oid),
-                CodecOptions(),
+                CodecOptions(interval_mode="record"),  # the tests compare interval fields
                 "live",
             )
             self._codecs[relation] = codec

@@ -111,14 +111,14 @@ DEFAULTS = {
     "ts": TS,
     "ts3": TS3,
     "d": dt.date(2020, 2, 29),
-    "iv": {"months": 14, "days": 3, "micros": 14_706_780_000},
+    "iv": "P1Y2M3DT4H5M6.78S",
     "h": {"a": "1", "b": None},
 }
 # (options, the fields that differ from DEFAULTS, connect.name of some fields)
 CASES: list[tuple[dict[str, str], dict[str, Any], dict[str, str]]] = [
     ({}, {}, {"t": "io.debezium.time.MicroTime", "ts": "io.debezium.time.MicroTimestamp",
               "d": "org.apache.kafka.connect.data.Date",
-              "n": "org.apache.kafka.connect.data.Decimal"}),
+              "n": "org.apache.kafka.connect.data.Decimal", "iv": "io.debezium.time.Interval"}),
     ({"binary_mode": "base64"}, {"b": "AP8Q"}, {}),
     ({"binary_mode": "hex"}, {"b": "00ff10"}, {}),
     ({"decimal_mode": "double"}, {"n": 12.34, "w": -1.5}, {}),
@@ -132,7 +132,7 @@ CASES: list[tuple[dict[str, str], dict[str, Any], dict[str, str]]] = [
     ({"time_precision_mode": "adaptive"}, {},
      {"t": "io.debezium.time.MicroTime", "t3": "org.apache.kafka.connect.data.Time",
       "ts3": "io.debezium.time.Timestamp"}),
-    ({"interval_mode": "string"}, {"iv": "P1Y2M3DT4H5M6.78S"}, {"iv": "io.debezium.time.Interval"}),
+    ({"interval_mode": "record"}, {"iv": {"months": 14, "days": 3, "micros": 14_706_780_000}}, {}),
     ({"interval_mode": "numeric"},
      {"iv": 14 * 2_629_800_000_000 + 3 * 86_400_000_000 + 14_706_780_000},
      {"iv": "io.debezium.time.MicroDuration"}),

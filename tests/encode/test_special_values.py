@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import struct
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import fastavro
@@ -130,13 +131,16 @@ def frozen_clock() -> Iterator[None]:
         yield
 
 
-def table(options: CodecOptions, key: tuple[str, ...] = ("id",)) -> TableCodec:
-    return TableCodec(RELATION, StaticCatalog(), TableDetails(key, {}), options, "srv")
+def table(
+    options: CodecOptions, key: tuple[str, ...] = ("id",), relation: Relation = RELATION
+) -> TableCodec:
+    return TableCodec(relation, StaticCatalog(), TableDetails(key, {}), options, "srv")
 
 
 def records(t: TableCodec, op: str, old: TupleData | None, new: TupleData | None) -> Any:
     """The encoder's records, checked byte for byte against the fastavro oracle."""
-    c = Change(op, RELATION, "O" if old is not None else "", old, new, 0, (RELATION,), 0, None)
+    rel = t.relation
+    c = Change(op, rel, "O" if old is not None else "", old, new, 0, (rel,), 0, None)
     got = ChangeEncoder(t, 7, 8).records(c, TX)
     assert got == Oracle(t, 7, 8).records(c, TX)
     return got
@@ -270,3 +274,42 @@ def _no_logical(schema: Any) -> Any:
     if isinstance(schema, dict):
         return {k: _no_logical(v) for k, v in schema.items() if k != "logicalType"}
     return schema
+
+
+NUMERIC_ARRAY = Relation(
+    None, 6, "public", "nums", "d", (Column(1, "id", 23, -1), Column(0, "na", 1231, NUMERIC_12_2))
+)
+
+
+def _numeric_array(items: list[bytes | None]) -> bytes:
+    head = struct.pack(">iiIii", 1, 1, 1700, len(items), 1)
+    return head + b"".join(
+        struct.pack(">i", -1) if i is None else struct.pack(">i", len(i)) + i for i in items
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "row"),
+    [
+        (KIND_TEXT, (b"1", b"{1.50,NaN,NULL}")),
+        (KIND_BINARY, (I32.pack(1), _numeric_array([_numeric_text("1.50"), NAN, None]))),
+    ],
+)
+def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) -> None:
+    """A NaN element of numeric(p,s)[] is a null element, as a scalar NaN is null: the
+    array's text in special_values tells it from the NULL beside it."""
+    t = table(CodecOptions(), relation=NUMERIC_ARRAY)
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 2), row))
+    envelope = read(t, value)
+    assert envelope["after"]["na"] == [Decimal("1.50"), None, None]
+    assert envelope["special_values"] == {"after.na": "{1.50,NaN,NULL}"}
+
+
+def test_numeric_array_without_nan_has_no_special_values() -> None:
+    t = table(CodecOptions(), relation=NUMERIC_ARRAY)
+    [(_key, value, _)] = records(
+        t, "c", None, TupleData(bytes([KIND_TEXT] * 2), (b"1", b"{1.5,NULL}"))
+    )
+    envelope = read(t, value)
+    assert envelope["after"]["na"] == [Decimal("1.50"), None]
+    assert envelope["special_values"] is None

@@ -26,7 +26,7 @@ from bridge.encode.records import Record, SourceBlock, TxSource
 from bridge.encoders import EncoderCache
 from bridge.events.model import Change
 from bridge.registry import Registry
-from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import ColumnDetails, TableDetails
 
 UNCHANGED = object()  # an unchanged TOASTed value: not sent by PostgreSQL
@@ -76,7 +76,7 @@ class TableFeed:
             ),
             lambda _rel: self.topic,
             server_name=prefix,
-            options=DEFAULT_OPTIONS,
+            options=CodecOptions(interval_mode="record"),  # Spark applies it as a struct
             toast_mode="list",
             tombstones=True,
             binary=False,
