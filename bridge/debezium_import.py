@@ -199,6 +199,27 @@ def _decimal(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> Non
         )
 
 
+def _choice(path: str, modes: dict[str, str]) -> Handler:
+    """A Debezium mode property whose values map one to one onto one of our settings."""
+
+    def handle(imp: _Import, prop: str, value: str, _props: dict[str, str]) -> None:
+        if value not in modes:
+            imp.unsupported_(prop, f"{value}: not offered (the bridge has {', '.join(modes)})")
+        else:
+            imp.set(prop, path, modes[value])
+
+    return handle
+
+
+# Debezium's defaults of the mode properties above, where ours differ: an absent property
+# means what it meant to Debezium, so the value schemas stay versions of its subjects.
+_MODE_DEFAULTS: dict[str, tuple[str, str]] = {
+    "time.precision.mode": ("time_precision_mode", "adaptive"),
+    "interval.handling.mode": ("interval_mode", "numeric"),
+    "hstore.handling.mode": ("hstore_mode", "json"),
+}
+
+
 def _default_only(default: str, what: str) -> Handler:
     """A property whose Debezium default is what the bridge does; other values differ."""
 
@@ -583,20 +604,17 @@ _HANDLERS: Final[dict[str, Handler]] = {
     "max.batch.size": _ignored("records are produced as they are decoded"),
     "poll.interval.ms": _ignored("records are produced as they are decoded"),
     "decimal.handling.mode": _decimal,
-    "time.precision.mode": _default_only(
-        "adaptive_time_microseconds",
-        "the bridge writes every time and timestamp in microseconds (Debezium's adaptive mode "
-        "writes timestamp(0..3) in milliseconds): readers of such columns must convert",
+    "time.precision.mode": _choice(
+        "avro.time_precision_mode",
+        {"adaptive": "adaptive", "adaptive_time_microseconds": "micros", "connect": "connect"},
     ),
-    "interval.handling.mode": _unsupported(
-        "intervals are written as avro.interval_mode says (default string: Debezium's ISO "
-        "8601 form; numeric: its MicroDuration long); Debezium's default numeric and our "
-        "default string are not compatible versions of its subjects for interval columns"
+    "interval.handling.mode": _choice(
+        "avro.interval_mode", {"numeric": "numeric", "string": "string"}
     ),
-    "binary.handling.mode": _default_only("bytes", "bytea is written as Avro bytes"),
-    "hstore.handling.mode": _default_only(
-        "map", "hstore is an Avro map (Debezium's default json writes a string)"
+    "binary.handling.mode": _choice(
+        "avro.binary_mode", {"bytes": "bytes", "base64": "base64", "hex": "hex"}
     ),
+    "hstore.handling.mode": _choice("avro.hstore_mode", {"map": "map", "json": "json"}),
     "include.unknown.datatypes": _ignored("every type is written, unknown ones as text"),
     "datatype.propagate.source.type": _ignored("every field carries pg.type"),
     "schema.name.adjustment.mode": _default_only("avro", "names are adjusted as Avro needs"),
@@ -698,6 +716,9 @@ def _defaults(imp: _Import, props: dict[str, str]) -> None:
     imp.settings.setdefault("avro", {})["timestamptz_mode"] = "iso"
     if "decimal.handling.mode" not in props:  # Debezium's default: precise
         imp.settings["avro"]["numeric_mode"] = "variable"
+    for prop, (setting, value) in _MODE_DEFAULTS.items():
+        if prop not in props:
+            imp.settings["avro"][setting] = value
     if "skipped.operations" not in props:
         imp.settings.setdefault("filters", {})["skipped_operations"] = ["t"]
     if "bootstrap_servers" not in imp.settings.get("kafka", {}):

@@ -32,7 +32,13 @@ def imported(name: str) -> tuple[dict[str, dict[str, object]], list[str]]:
 def test_documented_example_with_confluent_avro() -> None:
     settings, unsupported = imported("inventory-avro.json")
     assert settings == {
-        "avro": {"timestamptz_mode": "iso", "numeric_mode": "variable"},
+        "avro": {
+            "timestamptz_mode": "iso",
+            "numeric_mode": "variable",
+            "time_precision_mode": "adaptive",
+            "interval_mode": "numeric",
+            "hstore_mode": "json",
+        },
         "filters": {"include_tables": ["public.inventory"], "skipped_operations": ["t"]},
         "kafka": {"bootstrap_servers": "kafka:9092", "topic_prefix": "fulfillment"},
         "registry": {"url": "http://schema-registry:8081"},
@@ -102,15 +108,11 @@ def test_tuned_connector() -> None:
     assert settings["source"]["sslmode"] == "verify-full"
     assert settings["avro"]["numeric_mode"] == "string"
     assert settings["avro"]["timestamptz_mode"] == "iso"
+    assert settings["avro"]["hstore_mode"] == "json"
+    assert settings["avro"]["interval_mode"] == "numeric"
     listed = {line.split(":")[0] for line in unsupported}
-    assert {
-        "heartbeat.action.query",
-        "hstore.handling.mode",
-        "interval.handling.mode",
-        "slot.drop.on.stop",
-        "some.typo.property",
-        "time.precision.mode",
-    } <= listed
+    assert {"heartbeat.action.query", "slot.drop.on.stop", "some.typo.property"} <= listed
+    assert not {"hstore.handling.mode", "interval.handling.mode"} & listed
     assert not any(line.startswith("topic.creation") for line in listed)
     assert "(worker) bootstrap.servers" not in listed  # given on the command line
 
@@ -349,3 +351,31 @@ def test_kafka_signal_channel() -> None:
         "signal.consumer.security.protocol",
         "signal.enabled.channels",
     ]
+
+
+def test_mode_properties_map_and_default_to_debeziums() -> None:
+    """Absent mode properties mean Debezium's defaults, so the value schemas stay versions
+    of the subjects Debezium wrote; given ones map one to one."""
+    base = {"connector.class": "io.debezium.connector.postgresql.PostgresConnector"}
+    avro = import_connector(base).settings["avro"]
+    assert (avro["time_precision_mode"], avro["interval_mode"], avro["hstore_mode"]) == (
+        "adaptive",
+        "numeric",
+        "json",
+    )
+    given = {
+        **base,
+        "time.precision.mode": "adaptive_time_microseconds",
+        "interval.handling.mode": "string",
+        "hstore.handling.mode": "map",
+        "binary.handling.mode": "hex",
+    }
+    avro = import_connector(given).settings["avro"]
+    assert (avro["time_precision_mode"], avro["interval_mode"], avro["hstore_mode"]) == (
+        "micros",
+        "string",
+        "map",
+    )
+    assert avro["binary_mode"] == "hex"
+    unsupported = import_connector({**base, "binary.handling.mode": "base64-url-safe"}).unsupported
+    assert any(line.startswith("binary.handling.mode: base64-url-safe") for line in unsupported)
