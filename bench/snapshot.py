@@ -108,12 +108,13 @@ def prepare(stack: Any, rows: int, table: str = "t") -> None:
         print(f"table {table}: {rows:,} rows loaded in {time.monotonic() - t0:.1f}s", flush=True)
 
 
-def cpu_seconds() -> tuple[float, dict[str, float]]:
-    """CPU seconds of this process and of its children, live or ended (the snapshot's
-    readers are children that live until the snapshot is done), and of each PostgreSQL
-    backend connected to the bench database, by pid (the readers' COPY work)."""
-    own = os.times()
-    bridge = own.user + own.system + own.children_user + own.children_system
+def cpu_seconds() -> tuple[float, float, dict[str, float]]:
+    """CPU seconds of this process, of its snapshot reader processes (they live until
+    the snapshot is done) and of each PostgreSQL backend connected to the bench
+    database, by pid (the readers' COPY work). The local stack's servers are children
+    too, and not counted."""
+    times = os.times()
+    readers = 0.0
     backends: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     me = str(os.getpid())
@@ -122,17 +123,23 @@ def cpu_seconds() -> tuple[float, dict[str, float]]:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             command = (proc / "cmdline").read_bytes()
         except (FileNotFoundError, ProcessLookupError):
-            continue  # ended meanwhile: a child is counted once reaped
+            continue  # ended meanwhile
         cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        if fields[1] == me:  # its parent
-            bridge += cpu
+        if fields[1] == me and b"bridge.snapshot.worker" in command:
+            readers += cpu
         elif command.startswith(b"postgres: ") and f" {DB} ".encode() in command:
             backends[proc.name] = cpu
-    return bridge, backends
+    return times.user + times.system, readers, backends
 
 
 def run(
-    stack: Any, table: str, workers: int, chunk_size: int, writes: bool, verify: bool
+    stack: Any,
+    table: str,
+    workers: int,
+    chunk_size: int,
+    copy_format: str | None,
+    writes: bool,
+    verify: bool,
 ) -> tuple[float, float, float]:
     slot = f"bench_{uuid.uuid4().hex[:8]}"
     prefix = f"bench{uuid.uuid4().hex[:8]}"
@@ -142,12 +149,14 @@ def run(
     )
     config["log"] = {"level": "WARNING"}
     config["snapshot"]["progress_bar"] = "auto"
+    if copy_format is not None:
+        config["snapshot"]["copy_format"] = copy_format
     conn = psycopg.connect(dsn(stack, DB), autocommit=True)
     rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
     writer = Writer(dsn(stack, DB), table, rows).start() if writes else None
     pipeline = build_pipeline(Config(**config))
     thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
-    bridge0, backends0 = cpu_seconds()
+    own0, readers0, backends0 = cpu_seconds()
     t0 = time.monotonic()
     thread.start()
 
@@ -157,13 +166,16 @@ def run(
 
     wait_for(finished, 3600, "the snapshot", every=0.02)
     seconds = time.monotonic() - t0
-    bridge1, backends1 = cpu_seconds()
+    own1, readers1, backends1 = cpu_seconds()
     read = sum(s.rows_done for s in pipeline.snapshots.progress.tables())
-    cpu_us = (bridge1 - bridge0) * 1e6 / read
+    own_us = (own1 - own0) * 1e6 / read
+    readers_us = (readers1 - readers0) * 1e6 / read
+    cpu_us = own_us + readers_us
     pg_us = sum(cpu - backends0.get(pid, 0.0) for pid, cpu in backends1.items()) * 1e6 / read
     print(
         f"workers={workers}: {read:,} rows in {seconds:.1f}s = {read / seconds:,.0f} rows/s, "
-        f"bridge {cpu_us:.1f} CPU-µs/row, PostgreSQL {pg_us:.1f} "
+        f"bridge {cpu_us:.1f} CPU-µs/row (producing process {own_us:.1f}, readers "
+        f"{readers_us:.1f}), PostgreSQL {pg_us:.1f} "
         f"(load {os.getloadavg()[0]:.2f})",
         flush=True,
     )
@@ -206,6 +218,9 @@ def main() -> None:
     parser.add_argument(
         "--table", choices=("compare", "writes"), default="compare", help="see above"
     )
+    parser.add_argument(
+        "--copy-format", choices=("text", "binary"), help="snapshot.copy_format (default: its)"
+    )
     parser.add_argument("--writes", action="store_true", help="write during the snapshot")
     parser.add_argument("--verify", action="store_true", help="check Kafka's final state")
     parser.add_argument("--stack-json", help="connection info of a running local stack")
@@ -216,8 +231,9 @@ def main() -> None:
     stack, owned = start_stack(args.stack_json)
     try:
         prepare(stack, args.rows, table)
+        flags = args.writes, args.verify
         results = [
-            (workers, *run(stack, table, workers, args.chunk_size, args.writes, args.verify))
+            (workers, *run(stack, table, workers, args.chunk_size, args.copy_format, *flags))
             for workers in (int(w) for w in args.workers.split(","))
         ]
         base = results[0][1]

@@ -2,13 +2,16 @@
 
 A reader's chunk is one `COPY (SELECT …) TO STDOUT`: its output goes whole to the
 table version's encoder (`bridge.encode.copyrows`), with no row fetched into Python
-values on the way. Binary COPY carries each value in its send format, as pgoutput's
-binary tuples do, and costs the server no output functions; text COPY is for tables
-with a column whose binary form the encoder cannot read (or whose type has no send
-function). Incremental snapshots and `bridge verify` read with a cursor instead
-(`encode_rows`): values fetched in the text output format and kept as the exact bytes
-the server printed (a loader returning raw bytes for every column type), the same
-bytes as pgoutput's text tuples.
+values on the way. Text COPY carries each value as its output function prints it, as
+pgoutput's text tuples do; binary COPY in its send format, as pgoutput's binary tuples
+do. Text is the default (snapshot.copy_format): the encoder writes most text values
+inline, while binary values go through per-type converters, which costs the reader
+more CPU per row than binary saves the server (bench/README.md, snapshot).
+
+Incremental snapshots and `bridge verify` read with a cursor instead (`encode_rows`):
+values fetched in the text output format and kept as the exact bytes the server
+printed (a loader returning raw bytes for every column type), the same bytes as
+pgoutput's text tuples.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class TableJob(NamedTuple):
     table: SnapshotTable
     topic: str
     encoder: ChangeEncoder
-    binary: bool = False  # chunks are read with binary COPY (see `copy_binary`)
+    binary: bool = False  # chunks read with binary COPY (snapshot.copy_format, `copy_binary`)
 
 
 # Types among the given oids without a binary output (send) function.
@@ -67,7 +70,7 @@ def build_jobs(cfg: Config, catalog_conn: Any, tables: list[SnapshotTable]) -> d
     jobs = {}
     for table in tables:
         topic, encoder = encoders.get(table.relation)
-        binary = copy_binary(catalog_conn, table, encoder)
+        binary = cfg.snapshot.copy_format == "binary" and copy_binary(catalog_conn, table, encoder)
         jobs[table.label] = TableJob(table, topic, encoder, binary)
     return jobs
 
