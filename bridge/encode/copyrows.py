@@ -1,12 +1,13 @@
 """COPY TO STDOUT output → records: the snapshot's rows through the stream's encoder.
 
-A snapshot chunk is read with `COPY (SELECT …) TO STDOUT`, in the binary format when
-every column has a binary reader, else in text. Both carry each value exactly as
-pgoutput does: binary COPY fields are the type's send format (pgoutput's binary
-TupleData values), text COPY fields are its output function's text (pgoutput's text
-values) with COPY's backslash escapes on top. So this module only reads COPY's framing
-into `TupleData` and hands each row to the table version's `ChangeEncoder`, the one
-that encodes the stream's rows; no value is converted here.
+A snapshot chunk is read with `COPY (SELECT …) TO STDOUT`, in text or, with
+snapshot.copy_format binary, in the binary format when every column has a binary
+reader (`bridge.snapshot.reader`). Both carry each value exactly as pgoutput does:
+binary COPY fields are the type's send format (pgoutput's binary TupleData values),
+text COPY fields are its output function's text (pgoutput's text values) with COPY's
+backslash escapes on top. So this module only reads COPY's framing into `TupleData`
+and hands each row to the table version's `ChangeEncoder`, the one that encodes the
+stream's rows; no value is converted here.
 
 Binary COPY: a signature, flags and header extension, then per row an int16 field count
 and per field an int32 length (-1: NULL) and the bytes, and an int16 -1 at the end.
