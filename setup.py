@@ -51,6 +51,8 @@ HOT_PATH = [
     "bridge/encode/avro.py",
     "bridge/encode/plan.py",
     "bridge/encode/records.py",
+    # per snapshot row: COPY output -> the encoder above
+    "bridge/encode/copyrows.py",
     # per Kafka record: produce, the delivery callback, the LSN watermark
     "bridge/acks.py",
     "bridge/produce.py",

@@ -1,14 +1,20 @@
 """Initial snapshot throughput with 1 and N reader processes, on the real local stack.
 
     python bench/snapshot.py [--rows 1000000] [--workers 1,4] [--chunk-size 10000]
-                             [--writes] [--verify] [--stack-json FILE]
+                             [--table compare|writes] [--writes] [--verify]
+                             [--stack-json FILE]
 
-One table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2), ts timestamptz,
-flag bool`) of `--rows` rows, vacuumed and analyzed. For each worker count a fresh
-slot (so a fresh exported snapshot) and topic prefix; the bridge runs in this
-process (`Pipeline` on a thread, mode `initial`). Reported per run: seconds from
-`Pipeline.run()` until every snapshot chunk is delivered and recorded (reader
-start-up included) and the rows/s that makes.
+One table of `--rows` rows, vacuumed and analyzed: by default bench/compare.py's
+10-column table (int, bigint, text, numeric, timestamptz, bool, jsonb, uuid, float8,
+date; its rows written by the same procedure), so the snapshot's rate can be set beside
+the streaming rate; `--table writes` is `id bigint PRIMARY KEY, v int, s text,
+n numeric(12,2), ts timestamptz, flag bool`, the table `--writes` changes. For each
+worker count a fresh slot (so a fresh exported snapshot) and topic prefix; the bridge
+runs in this process (`Pipeline` on a thread, mode `initial`). Reported per run:
+seconds from `Pipeline.run()` until every snapshot chunk is delivered and recorded
+(reader start-up included), the rows/s that makes, and the CPU time per row of the
+bridge (this process, which produces, plus its reader processes) and of PostgreSQL's
+backends connected to the bench database (the readers' COPY work, mostly).
 
 `--writes` keeps a session updating, deleting and inserting random rows in small
 transactions during the snapshot; `--verify` then stops the writes and checks that
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -38,6 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their siblings by name
 
+from compare_workloads import TABLE as COMPARE_TABLE  # noqa: E402
+from compare_workloads import load  # noqa: E402
+from compare_workloads import prepare as prepare_compare  # noqa: E402
 from e2e import load_stack  # noqa: E402
 
 from bridge.build import build_pipeline  # noqa: E402
@@ -79,22 +89,58 @@ def dsn(stack: Any, dbname: str) -> str:
     )
 
 
-def prepare(stack: Any, rows: int) -> None:
+def prepare(stack: Any, rows: int, table: str = "t") -> None:
     with psycopg.connect(dsn(stack, "postgres"), autocommit=True) as admin:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB,)).fetchone()
         if not exists:
             admin.execute(f"CREATE DATABASE {DB}")
     with psycopg.connect(dsn(stack, DB), autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS t")
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute("DROP SCHEMA IF EXISTS bridge CASCADE")
-        conn.execute(TABLE)
         t0 = time.monotonic()
-        conn.execute(FILL, (rows,))
-        conn.execute("VACUUM ANALYZE t")
-        print(f"table t: {rows:,} rows loaded in {time.monotonic() - t0:.1f}s", flush=True)
+        if table == COMPARE_TABLE:
+            prepare_compare(conn)
+            load(dsn(stack, DB), "insert", rows, 100_000)
+        else:
+            conn.execute(TABLE)
+            conn.execute(FILL, (rows,))
+        conn.execute(f"VACUUM ANALYZE {table}")
+        print(f"table {table}: {rows:,} rows loaded in {time.monotonic() - t0:.1f}s", flush=True)
 
 
-def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -> float:
+def cpu_seconds() -> tuple[float, float, dict[str, float]]:
+    """CPU seconds of this process, of its snapshot reader processes (they live until
+    the snapshot is done) and of each PostgreSQL backend connected to the bench
+    database, by pid (the readers' COPY work). The local stack's servers are children
+    too, and not counted."""
+    times = os.times()
+    readers = 0.0
+    backends: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    me = str(os.getpid())
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (proc / "cmdline").read_bytes()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+        cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        if fields[1] == me and b"bridge.snapshot.worker" in command:
+            readers += cpu
+        elif command.startswith(b"postgres: ") and f" {DB} ".encode() in command:
+            backends[proc.name] = cpu
+    return times.user + times.system, readers, backends
+
+
+def run(
+    stack: Any,
+    table: str,
+    workers: int,
+    chunk_size: int,
+    copy_format: str | None,
+    writes: bool,
+    verify: bool,
+) -> tuple[float, float, float]:
     slot = f"bench_{uuid.uuid4().hex[:8]}"
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     workdir = Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
@@ -103,11 +149,14 @@ def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -
     )
     config["log"] = {"level": "WARNING"}
     config["snapshot"]["progress_bar"] = "auto"
+    if copy_format is not None:
+        config["snapshot"]["copy_format"] = copy_format
     conn = psycopg.connect(dsn(stack, DB), autocommit=True)
-    rows = conn.execute("SELECT count(*) FROM t").fetchone()[0]  # type: ignore[index]
-    writer = Writer(dsn(stack, DB), "t", rows).start() if writes else None
+    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
+    writer = Writer(dsn(stack, DB), table, rows).start() if writes else None
     pipeline = build_pipeline(Config(**config))
     thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
+    own0, readers0, backends0 = cpu_seconds()
     t0 = time.monotonic()
     thread.start()
 
@@ -117,17 +166,25 @@ def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -
 
     wait_for(finished, 3600, "the snapshot", every=0.02)
     seconds = time.monotonic() - t0
+    own1, readers1, backends1 = cpu_seconds()
     read = sum(s.rows_done for s in pipeline.snapshots.progress.tables())
+    own_us = (own1 - own0) * 1e6 / read
+    readers_us = (readers1 - readers0) * 1e6 / read
+    cpu_us = own_us + readers_us
+    pg_us = sum(cpu - backends0.get(pid, 0.0) for pid, cpu in backends1.items()) * 1e6 / read
     print(
-        f"workers={workers}: {read:,} rows in {seconds:.1f}s = {read / seconds:,.0f} rows/s",
+        f"workers={workers}: {read:,} rows in {seconds:.1f}s = {read / seconds:,.0f} rows/s, "
+        f"bridge {cpu_us:.1f} CPU-µs/row (producing process {own_us:.1f}, readers "
+        f"{readers_us:.1f}), PostgreSQL {pg_us:.1f} "
+        f"(load {os.getloadavg()[0]:.2f})",
         flush=True,
     )
     if writer is not None:
         writer.stop()
         print(f"  {writer.transactions} write transactions ran during the snapshot", flush=True)
     if verify:
-        reader = TopicReader(stack.kafka_bootstrap, stack.registry_url, f"{prefix}.public.t")
-        expected = table_state(conn, "t")
+        reader = TopicReader(stack.kafka_bootstrap, stack.registry_url, f"{prefix}.public.{table}")
+        expected = table_state(conn, table)
         t1 = time.monotonic()
         wait_for(lambda: keyed_state(reader.read(600)) == expected, 900, "Kafka = table", 1.0)
         print(
@@ -150,7 +207,7 @@ def run(stack: Any, workers: int, chunk_size: int, writes: bool, verify: bool) -
     conn.execute("DROP SCHEMA bridge CASCADE")  # the next run snapshots again
     conn.close()
     shutil.rmtree(workdir, ignore_errors=True)
-    return read / seconds
+    return read / seconds, cpu_us, pg_us
 
 
 def main() -> None:
@@ -158,21 +215,31 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--workers", default="1,4", help="comma-separated reader counts")
     parser.add_argument("--chunk-size", type=int, default=10_000)
+    parser.add_argument(
+        "--table", choices=("compare", "writes"), default="compare", help="see above"
+    )
+    parser.add_argument(
+        "--copy-format", choices=("text", "binary"), help="snapshot.copy_format (default: its)"
+    )
     parser.add_argument("--writes", action="store_true", help="write during the snapshot")
     parser.add_argument("--verify", action="store_true", help="check Kafka's final state")
     parser.add_argument("--stack-json", help="connection info of a running local stack")
     args = parser.parse_args()
+    if args.writes and args.table != "writes":
+        parser.error("--writes changes the columns of --table writes")
+    table = COMPARE_TABLE if args.table == "compare" else "t"
     stack, owned = start_stack(args.stack_json)
     try:
-        prepare(stack, args.rows)
+        prepare(stack, args.rows, table)
+        flags = args.writes, args.verify
         results = [
-            (workers, run(stack, workers, args.chunk_size, args.writes, args.verify))
+            (workers, *run(stack, table, workers, args.chunk_size, args.copy_format, *flags))
             for workers in (int(w) for w in args.workers.split(","))
         ]
         base = results[0][1]
-        print("| readers | rows/s | vs first run |")
-        for workers, rate in results:
-            print(f"| {workers} | {rate:,.0f} | x{rate / base:.2f} |")
+        print("| readers | rows/s | bridge CPU-µs/row | PostgreSQL CPU-µs/row | vs first run |")
+        for workers, rate, cpu, pg in results:
+            print(f"| {workers} | {rate:,.0f} | {cpu:.1f} | {pg:.1f} | x{rate / base:.2f} |")
     finally:
         if owned is not None:
             owned.stop()

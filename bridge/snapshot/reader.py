@@ -1,9 +1,17 @@
 """Reading chunks inside an exported snapshot, and turning their rows into records.
 
-Values are fetched in the text output format and kept as the exact bytes the
-server printed (a loader returning raw bytes for every column type), so they go
-through the same `TableCodec` text converters as pgoutput's text tuples; COPY's
-text format would escape them differently.
+A reader's chunk is one `COPY (SELECT …) TO STDOUT`: its output goes whole to the
+table version's encoder (`bridge.encode.copyrows`), with no row fetched into Python
+values on the way. Text COPY carries each value as its output function prints it, as
+pgoutput's text tuples do; binary COPY in its send format, as pgoutput's binary tuples
+do. Text is the default (snapshot.copy_format): the encoder writes most text values
+inline, while binary values go through per-type converters, which costs the reader
+more CPU per row than binary saves the server (bench/README.md, snapshot).
+
+Incremental snapshots and `bridge verify` read with a cursor instead (`encode_rows`):
+values fetched in the text output format and kept as the exact bytes the server
+printed (a loader returning raw bytes for every column type), the same bytes as
+pgoutput's text tuples.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ from psycopg.adapt import Buffer, Loader
 from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, TupleData
+from bridge.encode.copyrows import OP_READ, SnapshotSource
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
+from bridge.errors import SchemaError
 from bridge.events.model import Change
 from bridge.registry import open_registry
 from bridge.routing import Routing
@@ -28,7 +38,6 @@ from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
 from bridge.source import libpq
 
-OP_READ = "r"  # Debezium's op for rows read by a snapshot
 Row = tuple[bytes | None, ...]
 
 
@@ -43,19 +52,40 @@ class TableJob(NamedTuple):
     table: SnapshotTable
     topic: str
     encoder: ChangeEncoder
+    binary: bool = False  # chunks read with binary COPY (snapshot.copy_format, `copy_binary`)
+
+
+# Types among the given oids without a binary output (send) function.
+_NO_SEND = "SELECT count(*) FROM pg_catalog.pg_type WHERE oid = ANY(%s) AND typsend = 0"
 
 
 def build_jobs(cfg: Config, catalog_conn: Any, tables: list[SnapshotTable]) -> dict[str, TableJob]:
-    """Encoders built exactly as the pipeline builds them, so schemas and ids match."""
+    """Encoders built exactly as the pipeline builds them, so schemas and ids match.
+
+    Built for text tuples, as the stream's are by default: an encoder reads binary
+    tuples all the same, for the columns `ChangeEncoder.check_binary` accepts."""
     routing = Routing.from_config(cfg)
     registry = open_registry(cfg)
-    # Snapshot values are read in text format.
     encoders = encoder_cache(cfg, catalog_conn, registry, routing.topic, binary=False)
     jobs = {}
     for table in tables:
         topic, encoder = encoders.get(table.relation)
-        jobs[table.label] = TableJob(table, topic, encoder)
+        binary = cfg.snapshot.copy_format == "binary" and copy_binary(catalog_conn, table, encoder)
+        jobs[table.label] = TableJob(table, topic, encoder, binary)
     return jobs
+
+
+def copy_binary(catalog_conn: Any, table: SnapshotTable, encoder: ChangeEncoder) -> bool:
+    """Whether a chunk of `table` can be read with binary COPY: the encoder reads every
+    kept column's binary form, and every selected column's type has a send function
+    (the server refuses binary COPY of the others, excluded columns included)."""
+    try:
+        encoder.check_binary()
+    except SchemaError:
+        return False
+    oids = list({c.type_oid for c in table.relation.columns})
+    row = catalog_conn.execute(_NO_SEND, (oids,)).fetchone()
+    return row is not None and row[0] == 0
 
 
 def connect(conninfo: dict[str, Any], type_oids: Iterable[int] = ()) -> psycopg.Connection[Any]:
@@ -79,10 +109,16 @@ def import_snapshot(conn: psycopg.Connection[Any], snapshot_name: str) -> None:
     conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
 
 
-def read_chunk(conn: psycopg.Connection[Any], table: SnapshotTable, chunk: Chunk) -> list[Row]:
+def read_chunk(
+    conn: psycopg.Connection[Any], table: SnapshotTable, chunk: Chunk, binary: bool
+) -> bytes:
+    """The COPY output of one chunk, binary or text, all of it in one buffer: what
+    `bridge.encode.copyrows.copy_records` reads."""
     query, params = chunk_query(table, chunk)
-    rows: list[Row] = conn.execute(query, params).fetchall()
-    return rows
+    form = sql.SQL("binary" if binary else "text")
+    statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT {})").format(query, form)
+    with conn.cursor().copy(statement, params) as copy:
+        return b"".join(copy)
 
 
 def encode_rows(
@@ -114,4 +150,4 @@ def _kind(value: bytes | None) -> int:
 def snapshot_source(server: str, db: str, lsn: int, flag: str) -> TxSource:
     """The source block of snapshot records: `snapshot` is "true", "last" or "incremental"."""
     now_us = time.time_ns() // 1000 - PG_EPOCH_OFFSET_US
-    return TxSource(SourceBlock(server, db, __version__, flag), None, lsn, now_us)
+    return SnapshotSource(SourceBlock(server, db, __version__, flag), lsn, now_us)

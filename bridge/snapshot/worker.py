@@ -1,4 +1,4 @@
-"""A reader process of the initial snapshot: read a chunk, encode it, send the records back.
+"""A reader process of the initial snapshot: COPY a chunk, encode it, send the records back.
 
 Processes, not threads: Avro encoding is Python work that holds the GIL, so only
 separate interpreters read and encode in parallel. A reader imports the exported
@@ -23,16 +23,10 @@ from multiprocessing.connection import Connection
 
 from bridge import log
 from bridge.config import Config
+from bridge.encode.copyrows import copy_records
 from bridge.errors import BridgeError
 from bridge.snapshot.catalog import SnapshotTable
-from bridge.snapshot.reader import (
-    build_jobs,
-    connect,
-    encode_rows,
-    import_snapshot,
-    read_chunk,
-    snapshot_source,
-)
+from bridge.snapshot.reader import build_jobs, connect, import_snapshot, read_chunk, snapshot_source
 from bridge.source import libpq
 
 _PR_SET_PDEATHSIG = 1
@@ -70,7 +64,7 @@ def _serve(
     outbox: Connection,
 ) -> None:
     conninfo = cfg.source.conninfo()
-    conn = connect(conninfo, {c.type_oid for t in tables for c in t.relation.columns})
+    conn = connect(conninfo)
     import_snapshot(conn, snapshot_name)
     catalog_conn = libpq.connect(conninfo, replication=False)
     jobs = build_jobs(cfg, catalog_conn, tables)
@@ -84,7 +78,8 @@ def _serve(
             if chunk is None:
                 return
             job = jobs[chunk.table]
-            records, last = encode_rows(read_chunk(conn, job.table, chunk), job, source)
+            data = read_chunk(conn, job.table, chunk, job.binary)
+            records, last = copy_records(data, job.binary, job.encoder, source)
             last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
             outbox.send(("chunk", chunk, records, last_value))
     finally:

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+import pytest
 from waiting import wait_for
 
 from bridge.lsn import LSN
@@ -16,10 +17,16 @@ ROWS = 20_000
 MILLION = 1_000_000
 
 
+@pytest.mark.parametrize("copy_format", ["text", "binary"])
 def test_snapshot_while_writes_continue(
-    pg_conn: psycopg.Connection[Any], pg_dsn: str, run_bridge: RunBridge, topic: Any
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    run_bridge: RunBridge,
+    topic: Any,
+    copy_format: str,
 ) -> None:
-    snapshot_while_writing(pg_conn, pg_dsn, run_bridge, topic, ROWS, 1500)
+    """Chunks read with text or binary COPY (snapshot.copy_format)."""
+    snapshot_while_writing(pg_conn, pg_dsn, run_bridge, topic, ROWS, 1500, copy_format)
 
 
 def test_million_row_snapshot_while_writes_continue(
@@ -36,6 +43,7 @@ def snapshot_while_writing(
     topic: Any,
     rows: int,
     chunk_size: int,
+    copy_format: str = "text",
 ) -> None:
     patience = 120 + rows / 2_000  # seconds; 1M rows on a loaded 2-core machine
     make_table(pg_conn, "t", rows)
@@ -43,7 +51,7 @@ def snapshot_while_writing(
     pg_conn.execute("INSERT INTO nokey SELECT g, 'n' || g FROM generate_series(1, 2500) g")
     writer = Writer(pg_dsn, "t", rows).start()
     writer.wait_transactions(20)
-    bridge = run_bridge(mode="initial", workers=3, chunk_size=chunk_size)
+    bridge = run_bridge(mode="initial", workers=3, chunk_size=chunk_size, copy_format=copy_format)
     reader = topic("public.t")
     wait_for(lambda: _run_state(pg_conn) == "done", patience, "the snapshot to finish")
     writer.wait_transactions(50)  # and the stream carries changes after the seam

@@ -1,4 +1,5 @@
-"""Snapshot rows carry exactly the bytes pgoutput sends for the same row (real server)."""
+"""Snapshot rows carry exactly the bytes pgoutput sends for the same row (real server):
+text COPY's values are pgoutput's text values, binary COPY's its binary values."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
+from bridge.decode.messages import KIND_BINARY, KIND_TEXT
+from bridge.encode.copyrows import binary_start, read_binary_row, read_text_row
 from bridge.snapshot import catalog, reader
 from bridge.snapshot.chunks import Chunk
 from tests.decode.live import LiveSource, changes, source_config
@@ -25,11 +29,17 @@ ROW = (
 )
 
 
-def test_snapshot_values_equal_pgoutput_text(
-    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], slot_name: str, tmp_path: Path
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_snapshot_values_equal_pgoutput(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    tmp_path: Path,
+    binary: bool,
 ) -> None:
     pg_conn.execute(f"CREATE TABLE typed ({COLUMNS})")
-    cfg = source_config(stack, pg_db, slot_name=slot_name, publication_name="pub")
+    cfg = source_config(stack, pg_db, slot_name=slot_name, publication_name="pub", binary=binary)
     source = LiveSource(cfg, tmp_path)
     try:
         pg_conn.execute(f"INSERT INTO typed VALUES ({ROW})")
@@ -39,10 +49,18 @@ def test_snapshot_values_equal_pgoutput_text(
     assert change.new is not None and change.relation is not None
     oid = change.relation.oid
     table = catalog.describe_table(pg_conn, oid)
-    conn = reader.connect(cfg.source.conninfo(), {c.type_oid for c in table.relation.columns})
+    conn = reader.connect(cfg.source.conninfo())
     try:
-        (row,) = reader.read_chunk(conn, table, Chunk(table.label, 0, table.method, None, None))
+        chunk = Chunk(table.label, 0, table.method, None, None)
+        data = reader.read_chunk(conn, table, chunk, binary)
     finally:
         conn.close()
-    assert row == change.new.values
-    assert row[-1] is None
+    width = len(table.relation.columns)
+    if binary:
+        row, end = read_binary_row(data, binary_start(data), bytes((KIND_BINARY,)) * width)
+        assert read_binary_row(data, end, b"")[0] is None  # then the end-of-data marker
+    else:
+        row, end = read_text_row(data, 0, bytes((KIND_TEXT,)) * width)
+        assert end == len(data)
+    assert row == change.new
+    assert row is not None and row.values[-1] is None

@@ -1,0 +1,191 @@
+"""COPY TO STDOUT output → records: the snapshot's rows through the stream's encoder.
+
+A snapshot chunk is read with `COPY (SELECT …) TO STDOUT`, in text or, with
+snapshot.copy_format binary, in the binary format when every column has a binary
+reader (`bridge.snapshot.reader`). Both carry each value exactly as pgoutput does:
+binary COPY fields are the type's send format (pgoutput's binary TupleData values),
+text COPY fields are its output function's text (pgoutput's text values) with COPY's
+backslash escapes on top. So this module only reads COPY's framing into `TupleData`
+and hands each row to the table version's `ChangeEncoder`, the one that encodes the
+stream's rows; no value is converted here.
+
+Binary COPY: a signature, flags and header extension, then per row an int16 field count
+and per field an int32 length (-1: NULL) and the bytes, and an int16 -1 at the end.
+Text COPY: one line per row, fields separated by tabs, `\\N` for NULL, and the
+backslash escapes COPY TO writes (`\\\\`, `\\t`, `\\n`, `\\r`, `\\b`, `\\f`, `\\v`).
+Anything else is a `ProtocolError`: a chunk is encoded whole or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData, new_tuple
+from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.errors import ProtocolError
+from bridge.events.model import Change
+
+OP_READ: Final = "r"  # Debezium's op for rows read by a snapshot
+BINARY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
+_HEADER_END: Final = len(BINARY_SIGNATURE) + 8  # then the header extension's bytes
+_OIDS_FLAG: Final = 1 << 16  # rows carry an OID field first (WITH OIDS, before PG 12)
+_WHAT: Final = "COPY"  # ProtocolError's message type
+_NULL_TEXT: Final = b"\\N"
+_BACKSLASH: Final = 92
+_NEWLINE: Final = 10
+_ESCAPED: Final = re.compile(rb"\\(.)", re.DOTALL)
+_UNESCAPED: Final = {
+    b"\\": b"\\",
+    b"t": b"\t",
+    b"n": b"\n",
+    b"r": b"\r",
+    b"b": b"\b",
+    b"f": b"\f",
+    b"v": b"\v",
+}
+# Final aliases: statics once compiled, not module-dict lookups per row.
+_TUPLE_DATA: Final = TupleData
+_CHANGE: Final = Change
+
+
+class SnapshotSource(TxSource):
+    """The source block of a snapshot's records: every one carries the snapshot's LSN
+    as its own, so a table's block is the same for all its rows and encoded once."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(self, block: SourceBlock, lsn: int, ts: int) -> None:
+        super().__init__(block, None, lsn, ts)
+        self._blocks: dict[bytes, bytes] = {}
+
+    def block_for(self, tables: bytes, lsn: int) -> bytes:
+        if lsn != self.commit_lsn:  # not a snapshot read: written as the stream's are
+            return super().block_for(tables, lsn)
+        block = self._blocks.get(tables)
+        if block is None:
+            block = self._blocks[tables] = super().block_for(tables, lsn)
+        return block
+
+
+def binary_start(buf: bytes) -> int:
+    """Offset of the first row of binary COPY output: past signature, flags and header
+    extension."""
+    if buf[: len(BINARY_SIGNATURE)] != BINARY_SIGNATURE:
+        raise ProtocolError(_WHAT, 0, "no binary COPY signature")
+    if len(buf) < _HEADER_END:
+        raise ProtocolError(_WHAT, len(buf), "truncated binary COPY header")
+    flags = _int32(buf, len(BINARY_SIGNATURE))
+    if flags & _OIDS_FLAG:
+        raise ProtocolError(_WHAT, len(BINARY_SIGNATURE), "rows with OIDs")
+    return _HEADER_END + _int32(buf, _HEADER_END - 4)
+
+
+def read_binary_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData | None, int]:
+    """The binary COPY row at `pos` and the offset past it; None at the end-of-data
+    marker. `kinds` is all KIND_BINARY, one per column the row must have."""
+    if pos + 2 > len(buf):
+        raise ProtocolError(_WHAT, pos, "truncated binary COPY row")
+    natts = (buf[pos] << 8) | buf[pos + 1]
+    pos += 2
+    if natts == 0xFFFF:
+        return None, pos
+    width = len(kinds)
+    if natts != width:
+        raise ProtocolError(_WHAT, pos - 2, f"a row of {natts} fields, expected {width}")
+    values: list[bytes | None] = [None] * natts
+    nulls: bytearray | None = None
+    end = len(buf)
+    for i in range(natts):
+        if pos + 4 > end:
+            raise ProtocolError(_WHAT, pos, "truncated binary COPY field")
+        size = _int32(buf, pos)
+        pos += 4
+        if size == 0xFFFFFFFF:
+            if nulls is None:
+                nulls = bytearray(kinds)
+            nulls[i] = KIND_NULL
+            continue
+        if pos + size > end:
+            raise ProtocolError(_WHAT, pos, f"a field of {size} bytes runs past the data")
+        values[i] = buf[pos : pos + size]
+        pos += size
+    return new_tuple(_TUPLE_DATA, (kinds if nulls is None else bytes(nulls), tuple(values))), pos
+
+
+def read_text_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData, int]:
+    """The text COPY row (one line) at `pos` and the offset past its newline. `kinds` is
+    all KIND_TEXT, one per column the row must have."""
+    end = buf.find(_NEWLINE, pos)
+    if end < 0:
+        raise ProtocolError(_WHAT, pos, "a text COPY row without its newline")
+    line = buf[pos:end]
+    fields = line.split(b"\t")
+    width = len(kinds)
+    if len(fields) != width:
+        raise ProtocolError(_WHAT, pos, f"a row of {len(fields)} fields, expected {width}")
+    if _BACKSLASH not in line:  # the common row: no NULL, nothing escaped
+        return new_tuple(_TUPLE_DATA, (kinds, tuple(fields))), end + 1
+    values: list[bytes | None] = []
+    row_kinds = bytearray(kinds)
+    for i, field in enumerate(fields):
+        if field == _NULL_TEXT:
+            row_kinds[i] = KIND_NULL
+            values.append(None)
+        elif _BACKSLASH in field:
+            values.append(_unescape(field, pos))
+        else:
+            values.append(field)
+    return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values))), end + 1
+
+
+def _int32(buf: bytes, pos: int) -> int:
+    """The unsigned big-endian 32-bit integer at `pos` (the caller checked the length)."""
+    return (buf[pos] << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
+
+
+def _unescape(field: bytes, pos: int) -> bytes:
+    try:
+        return _ESCAPED.sub(_unescaped, field)
+    except KeyError as exc:
+        raise ProtocolError(_WHAT, pos, f"unknown text COPY escape {exc.args[0]!r}") from None
+
+
+def _unescaped(match: re.Match[bytes]) -> bytes:
+    return _UNESCAPED[match.group(1)]
+
+
+def copy_records(
+    data: bytes, binary: bool, encoder: ChangeEncoder, source: TxSource
+) -> tuple[list[Record], Change | None]:
+    """Records (op "r") of every row of one COPY's output (`data`: all of it, in the
+    format `binary` says), and the last row's change, to encode it again as the
+    snapshot's "last" record."""
+    relation = encoder.table.relation
+    width = len(relation.columns)
+    lsn = source.commit_lsn
+    records = encoder.records
+    out: list[Record] = []
+    change: Change | None = None
+    end = len(data)
+    if binary:
+        kinds = bytes((KIND_BINARY,)) * width
+        pos = binary_start(data)
+        while True:
+            new, pos = read_binary_row(data, pos, kinds)
+            if new is None:
+                break
+            change = new_tuple(_CHANGE, (OP_READ, relation, "", None, new, 0, (), 0, None, lsn))
+            out += records(change, source)
+        if pos != end:
+            raise ProtocolError(_WHAT, pos, f"{end - pos} bytes after the end-of-data marker")
+    else:
+        kinds = bytes((KIND_TEXT,)) * width
+        pos = 0
+        while pos < end:
+            text_row, pos = read_text_row(data, pos, kinds)
+            change = new_tuple(
+                _CHANGE, (OP_READ, relation, "", None, text_row, 0, (), 0, None, lsn)
+            )
+            out += records(change, source)
+    return out, change

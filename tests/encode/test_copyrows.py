@@ -1,0 +1,142 @@
+"""COPY output → records: the framing read, the values left to the stream's encoder.
+
+Pure unit tests on hand-built COPY bytes; tests/snapshot/test_reader.py shows against a
+real server that COPY's values are pgoutput's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import fastavro
+import pytest
+
+from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
+from bridge.encode.copyrows import (
+    BINARY_SIGNATURE,
+    binary_start,
+    copy_records,
+    read_binary_row,
+    read_text_row,
+)
+from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.errors import ProtocolError
+from bridge.events.model import Change
+from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.table import TableCodec, TableDetails
+
+RELATION = Relation(
+    None, 16384, "public", "items", "d", (Column(1, "id", 20, -1), Column(0, "body", 25, -1))
+)
+TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
+SNAPSHOT_LSN = 0x1_0000_0028
+TX = TxSource(SourceBlock("srv", "shop", "9.9", "true"), None, SNAPSHOT_LSN, 0)
+ENVELOPE = fastavro.parse_schema(TABLE.envelope_schema)
+KEY = fastavro.parse_schema(TABLE.key_schema or {})
+HEADER = BINARY_SIGNATURE + struct.pack(">ii", 0, 0)
+TRAILER = struct.pack(">h", -1)
+BINARY_KINDS = bytes((KIND_BINARY,)) * 2
+TEXT_KINDS = bytes((KIND_TEXT,)) * 2
+
+
+def encoder() -> ChangeEncoder:
+    return ChangeEncoder(TABLE, 7, 8)
+
+
+def binary_row(*values: bytes | None) -> bytes:
+    out = struct.pack(">h", len(values))
+    for v in values:
+        out += struct.pack(">i", -1) if v is None else struct.pack(">i", len(v)) + v
+    return out
+
+
+def int8(n: int) -> bytes:
+    return struct.pack(">q", n)
+
+
+def decoded(records: list[Record]) -> list[tuple[Any, str, Any, int]]:
+    """(key, op, after, source.lsn) of each record."""
+    out = []
+    for key, value, headers in records:
+        assert key is not None and value is not None and headers is None
+        env: Any = fastavro.schemaless_reader(io.BytesIO(value[5:]), ENVELOPE)
+        k: Any = fastavro.schemaless_reader(io.BytesIO(key[5:]), KEY)
+        assert env["source"]["snapshot"] == "true"
+        out.append((k, env["op"], env["after"], env["source"]["lsn"]))
+    return out
+
+
+def test_binary_rows_are_encoded_as_the_streams_binary_tuples() -> None:
+    data = HEADER + binary_row(int8(1), "ä\tb".encode()) + binary_row(int8(2), None) + TRAILER
+    records, last = copy_records(data, True, encoder(), TX)
+    assert decoded(records) == [
+        ({"id": 1}, "r", {"id": 1, "body": "ä\tb"}, SNAPSHOT_LSN),
+        ({"id": 2}, "r", {"id": 2, "body": None}, SNAPSHOT_LSN),
+    ]
+    new = TupleData(b"bn", (int8(2), None))
+    assert last == Change("r", RELATION, "", None, new, 0, (), 0, None, SNAPSHOT_LSN)
+    # what the stream writes for the same binary tuple, the clock's ts_ms aside
+    assert without_ts(encoder().records(last, TX)) == without_ts(records[1:])
+
+
+def without_ts(records: list[Record]) -> list[tuple[bytes | None, dict[str, Any]]]:
+    out = []
+    for key, value, _ in records:
+        assert value is not None
+        env: Any = fastavro.schemaless_reader(io.BytesIO(value[5:]), ENVELOPE)
+        del env["ts_ms"]
+        out.append((key, env))
+    return out
+
+
+def test_text_rows_are_unescaped_and_null_is_backslash_n() -> None:
+    data = b"1\ta\\tb\\\\c\\nd\\re\\bf\\fg\\vh\n2\t\\N\n3\t\\\\N\n4\tplain\n"
+    records, last = copy_records(data, False, encoder(), TX)
+    assert [after for _, _, after, _ in decoded(records)] == [
+        {"id": 1, "body": "a\tb\\c\nd\re\bf\fg\vh"},
+        {"id": 2, "body": None},
+        {"id": 3, "body": "\\N"},
+        {"id": 4, "body": "plain"},
+    ]
+    assert last is not None and last.new == TupleData(TEXT_KINDS, (b"4", b"plain"))
+
+
+def test_text_row_kinds_mark_nulls() -> None:
+    assert read_text_row(b"x\n\\N\t5\n", 2, TEXT_KINDS) == (TupleData(b"nt", (None, b"5")), 7)
+
+
+def test_binary_header_extension_is_skipped() -> None:
+    data = BINARY_SIGNATURE + struct.pack(">ii", 0, 3) + b"ext" + binary_row(int8(1), b"") + TRAILER
+    pos = binary_start(data)
+    assert pos == len(HEADER) + 3
+    row, pos = read_binary_row(data, pos, BINARY_KINDS)
+    assert row == TupleData(BINARY_KINDS, (int8(1), b""))
+    assert read_binary_row(data, pos, BINARY_KINDS) == (None, len(data))
+
+
+def test_empty_output_has_no_records() -> None:
+    assert copy_records(HEADER + TRAILER, True, encoder(), TX) == ([], None)
+    assert copy_records(b"", False, encoder(), TX) == ([], None)
+
+
+@pytest.mark.parametrize(
+    ("data", "binary", "reason"),
+    [
+        (b"PGCOPY\n\xff\r\n\x01" + bytes(8) + TRAILER, True, "no binary COPY signature"),
+        (BINARY_SIGNATURE + bytes(4), True, "truncated binary COPY header"),
+        (BINARY_SIGNATURE + struct.pack(">ii", 1 << 16, 0) + TRAILER, True, "rows with OIDs"),
+        (HEADER + binary_row(int8(1)) + TRAILER, True, "a row of 1 fields, expected 2"),
+        (HEADER + binary_row(int8(1), b"abc")[:-1], True, "runs past the data"),
+        (HEADER + binary_row(int8(1), b"abc")[:4], True, "truncated binary COPY field"),
+        (HEADER + binary_row(int8(1), b"a"), True, "truncated binary COPY row"),
+        (HEADER + TRAILER + b"\x00", True, "1 bytes after the end-of-data marker"),
+        (b"1\tx", False, "without its newline"),
+        (b"1\tx\ty\n", False, "a row of 3 fields, expected 2"),
+        (b"1\tx\\053\n", False, "unknown text COPY escape b'0'"),
+    ],
+)
+def test_malformed_output_is_a_protocol_error(data: bytes, binary: bool, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        copy_records(data, binary, encoder(), TX)
