@@ -1,4 +1,4 @@
-"""The `bridge` command line: run, check, verify, import-debezium, demo.
+"""The `bridge` command line: run, check, verify, import-debezium, external-load, demo.
 
 Every `BridgeError` becomes one readable message and its exit code (2 for bad
 configuration, 1 otherwise); tracebacks are kept for real bugs.
@@ -6,6 +6,7 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from bridge.config import Config, load_config
 from bridge.debezium_import import import_connector, read_connector_file, render
 from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
+from bridge.snapshot.external import held_snapshot, store_of
+from bridge.snapshot.store import DONE, INITIAL
 from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
@@ -200,6 +203,29 @@ def verify(
         except BridgeError as exc:
             _fail(exc, mask.scrub)
     raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command("external-load")
+def external_load(
+    config: ConfigOption = None,
+    done: Annotated[
+        bool, typer.Option("--done", help="Record the load as done: the bridge releases it.")
+    ] = False,
+) -> None:
+    """snapshot.mode external: print the snapshot the bridge holds for an initial load of
+    your own and its hand-over LSN, as JSON; with --done, record that load as finished."""
+    cfg = _load(config)
+    store = store_of(cfg)
+    try:
+        snapshot, lsn = held_snapshot(store)
+        if done:
+            store.set_state(INITIAL, DONE)
+    except BridgeError as exc:
+        _fail(exc)
+    finally:
+        store.close()
+    state = DONE if done else "held"
+    typer.echo(json.dumps({"snapshot": snapshot, "lsn": str(lsn), "state": state}))
 
 
 @app.command()

@@ -442,7 +442,9 @@ class FiltersConfig(_Section):
 class SnapshotConfig(_Section):
     """Initial and incremental snapshots; modes and guarantees in bridge/snapshot/modes.py."""
 
-    mode: Literal["initial", "initial_only", "no_data", "when_needed", "always"] = "initial"
+    mode: Literal["initial", "initial_only", "no_data", "when_needed", "always", "external"] = (
+        "initial"
+    )
     tables: tuple[str, ...] = Field(
         (), description='"schema.table" names; empty = every table the plugin sends'
     )

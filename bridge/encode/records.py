@@ -333,6 +333,7 @@ class ChangeEncoder:
         "table",
         "toast_mode",
         "tombstones",
+        "value_id",
     )
 
     def __init__(
@@ -354,6 +355,7 @@ class ChangeEncoder:
         self._clock = _Clock(self._layout)
         has_key = table.key_schema is not None and key_id is not None
         self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
+        self.value_id = value_id  # the registered envelope schema's id
         self._value_header = _HEADER.pack(0, value_id)
         self._table_fields = table_fields(relation.namespace, relation.name)
 

@@ -117,6 +117,42 @@ class _Reader:
             self.process.wait()
 
 
+def snapshot_tables(
+    cfg: Config, conn: psycopg.Connection[Any], progress_schema: str
+) -> list[catalog.SnapshotTable]:
+    """The captured tables the plugin sends (or those in snapshot.tables), the progress
+    store's own tables and outbox tables left out, each read through its
+    snapshot.select_overrides / row_filters entry."""
+    routing = Routing.from_config(cfg)
+    tables, missing = catalog.captured_tables(
+        conn,
+        cfg.source,
+        lambda p: (
+            routing.matches(p.namespace, p.name)
+            and not is_private(progress_schema, p.namespace, p.name)
+            # outbox tables: their snapshot rows are not routed as events (README)
+            and not cfg.outbox.holds(p.namespace, p.name)
+        ),
+        cfg.snapshot.tables,
+    )
+    if missing:
+        raise ConfigError(
+            f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
+            hint="add them to the publication (or replication set) and to the filters, "
+            "or remove them from snapshot.tables",
+        )
+    snap = cfg.snapshot
+    tables, unknown = chunks.with_overrides(conn, tables, snap.select_overrides, snap.row_filters)
+    if unknown:
+        raise ConfigError(
+            "snapshot.select_overrides / row_filters name table(s) this snapshot does "
+            f"not read: {', '.join(unknown)}",
+            hint='spell them "schema.table" as captured (and in snapshot.tables when it '
+            "is set), or remove them",
+        )
+    return tables
+
+
 class InitialSnapshot:
     def __init__(
         self,
@@ -138,7 +174,6 @@ class InitialSnapshot:
         self._release = release
         self._should_stop = should_stop
         self._keep_alive = keep_alive
-        self._routing = Routing.from_config(cfg)
         self._halt = threading.Event()
         self._error: BaseException | None = None
         self._work: queue.Queue[Chunk | None] = queue.Queue(maxsize=2 * cfg.snapshot.workers)
@@ -151,7 +186,7 @@ class InitialSnapshot:
         conn = connect(self._cfg.source.conninfo())
         try:
             import_snapshot(conn, self._snapshot_name)
-            tables = self._tables(conn)
+            tables = snapshot_tables(self._cfg, conn, self._store.schema)
             # Registered here first: readers registering a new subject at once race in
             # the registry (one of them is refused as a conflicting first version).
             for label, job in build_jobs(self._cfg, conn, tables).items():
@@ -171,38 +206,6 @@ class InitialSnapshot:
             conn.close()
 
     # -- set-up ---------------------------------------------------------------
-
-    def _tables(self, conn: psycopg.Connection[Any]) -> list[catalog.SnapshotTable]:
-        """The captured tables the plugin sends (or those in snapshot.tables)."""
-        tables, missing = catalog.captured_tables(
-            conn,
-            self._cfg.source,
-            lambda p: (
-                self._routing.matches(p.namespace, p.name)
-                and not is_private(self._store.schema, p.namespace, p.name)
-                # outbox tables: their snapshot rows are not routed as events (README)
-                and not self._cfg.outbox.holds(p.namespace, p.name)
-            ),
-            self._cfg.snapshot.tables,
-        )
-        if missing:
-            raise ConfigError(
-                f"snapshot.tables lists table(s) that are not captured: {', '.join(missing)}",
-                hint="add them to the publication (or replication set) and to the filters, "
-                "or remove them from snapshot.tables",
-            )
-        snap = self._cfg.snapshot
-        tables, unknown = chunks.with_overrides(
-            conn, tables, snap.select_overrides, snap.row_filters
-        )
-        if unknown:
-            raise ConfigError(
-                "snapshot.select_overrides / row_filters name table(s) this snapshot does "
-                f"not read: {', '.join(unknown)}",
-                hint='spell them "schema.table" as captured (and in snapshot.tables when it '
-                "is set), or remove them",
-            )
-        return tables
 
     def _start_readers(self, tables: list[catalog.SnapshotTable]) -> dict[str, list[ChunkState]]:
         """Readers up with the snapshot imported, then `release`; returns the stored chunks."""

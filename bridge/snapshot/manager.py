@@ -22,7 +22,7 @@ from bridge.decode.messages import Relation
 from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.lsn import LSN
-from bridge.snapshot import modes
+from bridge.snapshot import external, modes
 from bridge.snapshot.incremental import IncrementalSnapshotter
 from bridge.snapshot.initial import InitialSnapshot
 from bridge.snapshot.progress import SnapshotProgress
@@ -44,6 +44,7 @@ class SnapshotManager:
         self._action: str | None = None
         self._incremental: IncrementalSnapshotter | None = None
         self._pending: modes.TemporaryExport | None = None  # read after the stream reaches it
+        self._hold: external.SnapshotHold | None = None  # snapshot.mode external
 
     def is_private(self, relation: Relation) -> bool:
         """The bridge's own progress tables: never published to Kafka."""
@@ -93,6 +94,9 @@ class SnapshotManager:
             if not modes.streams_after(mode):
                 log.info("snapshot.mode initial_only: no snapshot to do, not streaming")
             return modes.streams_after(mode)
+        if mode == external.EXTERNAL:
+            self._hold_for_load(action, slot)
+            return True
         if action == modes.FRESH:
             assert slot.snapshot_name is not None and slot.consistent_point is not None
             name, lsn = slot.snapshot_name, slot.consistent_point
@@ -121,6 +125,29 @@ class SnapshotManager:
         )
         self._pending = export
         return True
+
+    def _hold_for_load(self, action: str, slot: slots.Slot) -> None:
+        """snapshot.mode external: hold the fresh slot's snapshot, or after a restart a new
+        one from a temporary slot, for the load job (`external`); the stream starts now."""
+        if action == modes.FRESH:
+            assert slot.snapshot_name is not None and slot.consistent_point is not None
+            self._hold = external.hold_snapshot(
+                self.cfg, self.store, slot.snapshot_name, slot.consistent_point
+            )
+            return
+        export = modes.TemporaryExport(self.cfg.source.conninfo(), slot.name)
+        try:
+            log.warning(
+                "the external load of slot %s was not done when the bridge stopped: its "
+                "snapshot is gone, a new one is held at %s (run the load again)",
+                slot.name,
+                export.lsn,
+            )
+            self._hold = external.hold_snapshot(
+                self.cfg, self.store, export.snapshot_name, export.lsn
+            )
+        finally:
+            export.close()
 
     def pending_lsn(self) -> int | None:
         """L of the snapshot `run_initial` left to `read_pending`: the stream delivers the
@@ -216,6 +243,8 @@ class SnapshotManager:
         return self._incremental
 
     def close(self) -> None:
+        if self._hold is not None:
+            self._hold.close()
         if self._pending is not None:
             self._pending.close()
         if self._incremental is not None:

@@ -9,6 +9,9 @@ when_needed   like initial, and also when the slot's confirmed position is no lo
               state, but a row deleted in the lost stretch of WAL stays in Kafka: a
               snapshot can only emit rows that exist.
 always        snapshot on every start, then stream.
+external      like initial, but the rows are read by a load job of your own (the Spark
+              initial load): the slot's snapshot is held open for it while streaming
+              starts at once, until the load is recorded as done (`external`).
 
 An unfinished snapshot (state pending/running in the progress store) is resumed
 whatever the mode, except no_data. A fresh slot's own exported snapshot is the exact

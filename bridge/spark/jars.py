@@ -189,6 +189,10 @@ def spark_session(
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session stays on loopback
     os.environ["JAVA_HOME"] = str(java_home())  # read by pyspark when it launches the JVM
+    # Python workers (Python functions over RDDs, e.g. the initial load's tasks) run this
+    # interpreter, with the bridge and its dependencies: a session started from Python reads
+    # the variable, not spark.pyspark.python.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

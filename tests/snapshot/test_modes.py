@@ -15,7 +15,7 @@ from bridge.snapshot.modes import (
     wants_snapshot,
 )
 
-MODES = ("initial", "initial_only", "no_data", "when_needed", "always")
+MODES = ("initial", "initial_only", "no_data", "when_needed", "always", "external")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -45,7 +45,7 @@ def test_only_when_needed_replaces_a_lost_slot() -> None:
     assert needs_new_slot("when_needed", lost)
     assert not needs_new_slot("when_needed", healthy)
     assert not needs_new_slot("when_needed", missing)
-    for mode in ("initial", "initial_only", "no_data", "always"):
+    for mode in ("initial", "initial_only", "no_data", "always", "external"):
         assert not needs_new_slot(mode, lost)
 
 
