@@ -42,6 +42,7 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from bridge.config import Config
+from bridge.encode.copyrows import copy_records
 from bridge.errors import SourceError
 from bridge.lsn import LSN
 from bridge.snapshot import chunks
@@ -51,7 +52,6 @@ from bridge.snapshot.initial import snapshot_tables
 from bridge.snapshot.reader import (
     build_jobs,
     connect,
-    encode_rows,
     import_snapshot,
     read_chunk,
     snapshot_source,
@@ -249,7 +249,8 @@ def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list
         finally:
             catalog_conn.close()
         source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
-        records, _ = encode_rows(read_chunk(conn, task.table, task.chunk), job, source)
+        data = read_chunk(conn, task.table, task.chunk, job.binary)  # as the readers do
+        records, _ = copy_records(data, job.binary, job.encoder, source)
     finally:
         conn.close()
     return [(job.topic, key, value) for key, value, _ in records]
