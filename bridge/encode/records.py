@@ -133,40 +133,46 @@ class EnvelopeLayout:
         return bytes(out)
 
 
-# The source block's fields that change from one transaction to the next, then those
-# that change from one change to the next. Every other field is fixed for the process
-# (version, connector, server name, database, snapshot flag) or for the table (schema,
-# table, written by the table's encoder), so its bytes are written once.
-_PER_TRANSACTION: Final = ("ts_ms", "txId", "commit_lsn")
-# The varying fields in schema order, the table's two fields as "schema": `TxSource`
-# writes them in this order (checked against schemas/source.avsc at import).
-_PER_CHANGE: Final = ("sequence", "schema", "lsn")
+# The source block's fields that vary, in schema order (the table's two fields as
+# "schema"): per transaction ts_ms, txId and commit_lsn, per change sequence, the table
+# and lsn. Every other field is fixed for the process (version, connector, server name,
+# database, snapshot flag), so its bytes are written once. `SourceBlock` and `TxSource`
+# write the varying ones inline in this order, with the union branches of the schema
+# (both checked against schemas/source.avsc at import).
+_VARYING: Final = ("ts_ms", "sequence", "schema", "txId", "lsn", "commit_lsn")
+_VARYING_TYPES: Final = {
+    "ts_ms": "long",
+    "sequence": ["null", "string"],
+    "txId": ["null", "long"],
+    "lsn": ["null", "long"],
+    "commit_lsn": ["null", "long"],
+}
 
 
-def _source_layout() -> tuple[list[str], dict[str, Writer], bytes, bytes]:
-    """`schemas/source.avsc` as the pieces `SourceBlock` fills: field names in order
-    (schema and table as one "schema"), the compiled writer of each field, and the union
-    branches of the per-change `sequence` and `lsn` (written inline per change)."""
+def _source_layout() -> tuple[list[str], dict[str, Writer], bytes, bytes, bytes]:
+    """`schemas/source.avsc` as `SourceBlock` fills it: field names in order (schema and
+    table as one "schema"), the compiled writer of each field, and the union branches
+    of the varying fields (string, then null and long)."""
     schema = load_fixed("source")
     types = {f["name"]: f["type"] for f in schema["fields"]}
     writers = {name: compile_value_writer(t) for name, t in types.items()}
     names = [n for n in types if n != "table"]
     if list(types).index("table") != list(types).index("schema") + 1:
         raise SchemaError("source block: schema and table must be adjacent fields")
-    if tuple(n for n in names if n in _PER_CHANGE) != _PER_CHANGE:
-        raise SchemaError(f"source block: expected the per-change fields {_PER_CHANGE}")
-    if types["sequence"] != ["null", "string"] or types["lsn"] != ["null", "long"]:
-        raise SchemaError("source block: sequence and lsn must be unions of null and a value")
-    return (
-        names,
-        writers,
-        _union_tags(types["sequence"], "sequence")[1],
-        _union_tags(types["lsn"], "lsn")[1],
-    )
+    if tuple(n for n in names if n in _VARYING) != _VARYING:
+        raise SchemaError(f"source block: expected the varying fields {_VARYING} in order")
+    if any(types[n] != t for n, t in _VARYING_TYPES.items()):
+        raise SchemaError(f"source block: expected the varying fields' types {_VARYING_TYPES}")
+    long_null, long_some = _union_tags(types["lsn"], "lsn")
+    return names, writers, _union_tags(types["sequence"], "sequence")[1], long_null, long_some
 
 
-_SOURCE_NAMES, _SOURCE_WRITERS, _SEQUENCE_SOME, _LSN_SOME = _source_layout()
+_SOURCE_NAMES, _SOURCE_WRITERS, _SEQUENCE_SOME, _LONG_NULL, _LONG_SOME = _source_layout()
 _TEXT: Final = compile_value_writer("string")
+
+
+def _nullable_long(value: int | None) -> bytes:
+    return _LONG_NULL if value is None else _LONG_SOME + long_bytes(value)
 
 
 class SourceBlock:
@@ -176,7 +182,7 @@ class SourceBlock:
     the table's schema and table, `lsn`). The pipeline keeps one for its run; a snapshot
     reader one per chunk."""
 
-    __slots__ = ("_pieces", "fixed")
+    __slots__ = ("_runs", "fixed")
 
     def __init__(self, server: str, db: str, version: str, snapshot: str = "false") -> None:
         self.fixed: dict[str, Any] = {
@@ -187,41 +193,31 @@ class SourceBlock:
             "db": db,
             "xmin": None,
         }
-        missing = set(_SOURCE_NAMES) - {
-            *self.fixed,
-            *_PER_TRANSACTION,
-            *_PER_CHANGE,
-        }
+        missing = set(_SOURCE_NAMES) - {*self.fixed, *_VARYING}
         if missing:
             raise SchemaError(f"source block: no value for {sorted(missing)}")
-        # runs of fixed fields pre-encoded, the varying fields by name
-        self._pieces: list[bytes | str] = []
+        # the fixed fields' bytes before, between and after the varying fields
+        self._runs: list[bytes] = []
         fixed = bytearray()
         for name in _SOURCE_NAMES:
             if name in self.fixed:
                 _SOURCE_WRITERS[name](fixed, self.fixed[name])
             else:
-                self._pieces.append(bytes(fixed))
-                self._pieces.append(name)
+                self._runs.append(bytes(fixed))
                 fixed = bytearray()
-        self._pieces.append(bytes(fixed))
+        self._runs.append(bytes(fixed))
 
-    def bind(self, tx_values: dict[str, Any]) -> list[bytes]:
-        """The block's bytes between the per-change fields (_PER_CHANGE) with the
-        transaction's own (`tx_values`, by field name) written in: len(_PER_CHANGE) + 1
-        pieces. Raises ValueError or TypeError for a value the schema cannot hold."""
-        out: list[bytes] = []
-        run = bytearray()
-        for piece in self._pieces:
-            if isinstance(piece, bytes):
-                run += piece
-            elif piece in tx_values:
-                _SOURCE_WRITERS[piece](run, tx_values[piece])
-            else:
-                out.append(bytes(run))
-                run = bytearray()
-        out.append(bytes(run))
-        return out
+    def bind(self, ts_ms: int, xid: int | None, commit_lsn: int | None) -> list[bytes]:
+        """The block's bytes before, between and after the per-change fields (sequence,
+        the table's, lsn) with the transaction's own written in. Raises ValueError or
+        TypeError for a value the schema cannot hold."""
+        runs = self._runs
+        return [
+            runs[0] + long_bytes(ts_ms) + runs[1],
+            runs[2],
+            runs[3] + _nullable_long(xid) + runs[4],
+            runs[5] + _nullable_long(commit_lsn) + runs[6],
+        ]
 
 
 def table_fields(schema: str, table: str) -> bytes:
@@ -291,9 +287,7 @@ class TxSource:
         anything is appended."""
         bound = self._bound
         if bound is None:
-            bound = self._bound = self.block.bind(
-                {"ts_ms": self.ts_ms, "txId": self.xid, "commit_lsn": self.commit_lsn}
-            )
+            bound = self._bound = self.block.bind(self.ts_ms, self.xid, self.commit_lsn)
         at = long_bytes(lsn)
         sequence = self._sequence + str(lsn).encode() + b'"]'
         parts.append(bound[0])
@@ -303,7 +297,7 @@ class TxSource:
         parts.append(bound[1])
         parts.append(tables)
         parts.append(bound[2])
-        parts.append(_LSN_SOME)
+        parts.append(_LONG_SOME)
         parts.append(at)
         parts.append(bound[3])
 
