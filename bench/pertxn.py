@@ -1,13 +1,15 @@
 """CPU per single-row transaction on the data path, no servers: a count to compare across
 machines and commits with callgrind.
 
-    python bench/pertxn.py [--transactions 20000]
+    python bench/pertxn.py [--transactions 20000] [--rows 1]
     valgrind --tool=callgrind python bench/pertxn.py --transactions 2000   # then 4000:
     # (Ir at 4000 - Ir at 2000) / 2000 = instructions per transaction, start-up removed
+    # --rows 100: transactions of 100 inserts, (Ir difference) / rows = per row
 
-pgoutput bytes (Begin, Insert, Commit per transaction, bench/encode.py's 10-column row)
-go through what the pipeline runs for each: PgoutputDecoder, EventAssembler, a new
-TxSource, ChangeEncoder.records, the AckTracker's open/close and Metrics.committed. The
+pgoutput bytes (Begin, `--rows` Inserts, Commit per transaction, bench/encode.py's
+10-column row) go through what the pipeline runs for each: PgoutputDecoder, EventAssembler,
+a new TxSource, ChangeEncoder.records, the AckTracker's open/close and the commit times
+kept for the source-lag metric (`Metrics.commits`). The
 pipeline's own dispatch, librdkafka and the socket are left out: they are the same for
 every commit, and out of reach of callgrind's determinism. Single-row transactions are
 the case where per-transaction work (the source block, the ack bookkeeping) weighs most.
@@ -62,8 +64,9 @@ def _insert(row: TupleData) -> bytes:
     return out
 
 
-def messages(transactions: int) -> list[bytes]:
-    """pgoutput (protocol 1) payloads: one Relation, then the transactions."""
+def messages(transactions: int, rows: int = 1) -> list[bytes]:
+    """pgoutput (protocol 1) payloads: one Relation, then the transactions of `rows`
+    inserts each."""
     inserts = [_insert(row) for row in text_rows(2000)]
     out = [_relation()]
     lsn = 0x1_0000_0000
@@ -71,7 +74,7 @@ def messages(transactions: int) -> list[bytes]:
         lsn += 300
         ts = 800_000_000_000_000 + i
         out.append(b"B" + struct.pack(">QqI", lsn, ts, 1000 + i))
-        out.append(inserts[i % len(inserts)])
+        out.extend(inserts[(i * rows + r) % len(inserts)] for r in range(rows))
         out.append(b"C" + struct.pack(">BQQq", 0, lsn, lsn + 100, ts))
     return out
 
@@ -79,6 +82,7 @@ def messages(transactions: int) -> list[bytes]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--transactions", type=int, default=20_000)
+    parser.add_argument("--rows", type=int, default=1, help="inserts per transaction")
     args = parser.parse_args()
     decoder = PgoutputDecoder(1)
     with tempfile.TemporaryDirectory(prefix="bench-pertxn-") as spill:
@@ -114,18 +118,20 @@ def main() -> None:
                         case TxCommit():
                             assert handle is not None
                             tracker.close_tx(handle, event.end_lsn)
-                            metrics.committed(event.end_lsn, event.commit_ts)
+                            metrics.commits.committed(event.end_lsn, event.commit_ts)
                 if len(sizes) > 1000:
                     sizes.clear()
 
-        payloads = messages(_WARM + args.transactions)
-        run(payloads[: 1 + 3 * _WARM])
+        warm = 1 + (2 + args.rows) * _WARM
+        payloads = messages(_WARM + args.transactions, args.rows)
+        run(payloads[:warm])
         start = time.process_time()
-        run(payloads[1 + 3 * _WARM :])
+        run(payloads[warm:])
         cpu = time.process_time() - start
     print(
-        f"{args.transactions} single-row transactions: {cpu / args.transactions * 1e6:.2f} "
-        f"CPU-us each, {args.transactions / cpu:,.0f} per CPU second"
+        f"{args.transactions} transactions of {args.rows} rows: "
+        f"{cpu / args.transactions * 1e6:.2f} CPU-us each, "
+        f"{cpu / (args.transactions * args.rows) * 1e6:.2f} per row"
     )
 
 

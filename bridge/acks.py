@@ -179,3 +179,37 @@ class AckTracker:
                 done = min(done, hold - 1)
         self._reported = max(self._reported, done)
         return self._reported
+
+
+class CommitTimes:
+    """Commit times of the transactions not yet confirmed to PostgreSQL, oldest first,
+    for the source-lag metric (`bridge.metrics.Metrics.source_lag_seconds`).
+
+    Here, compiled, rather than in the plain-Python metrics module: `committed` runs
+    once per transaction, i.e. once per row in single-row transactions. Times stay as
+    on the wire (µs since 2000-01-01); the metric converts them when read.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[int, int]] = deque()  # (end LSN, commit time)
+
+    def committed(self, end_lsn: int, commit_ts: int) -> None:
+        """A transaction's commit was seen."""
+        self._pending.append((end_lsn, commit_ts))
+
+    def confirmed(self, flush_lsn: int) -> int | None:
+        """Forget the transactions ending at or below `flush_lsn`; the commit time of the
+        newest of them, None if there was none."""
+        pending = self._pending
+        last: int | None = None
+        while pending and pending[0][0] <= flush_lsn:
+            last = pending.popleft()[1]
+        return last
+
+    def oldest(self) -> int | None:
+        """The commit time of the oldest transaction not yet confirmed (one read of the
+        queue, safe from a scrape thread)."""
+        pending = self._pending
+        return pending[0][1] if pending else None

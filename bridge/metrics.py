@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Protocol
 
@@ -26,6 +26,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from bridge import __version__
+from bridge.acks import CommitTimes
 from bridge.decode.messages import PG_EPOCH_OFFSET_US
 from bridge.errors import (
     BridgeError,
@@ -106,6 +107,11 @@ class SnapshotSource(Protocol):
     def tables(self) -> Sequence[SnapshotTable]: ...
 
 
+def _unix(commit_ts: int) -> float:
+    """A commit time as on the wire (µs since 2000-01-01) in Unix seconds."""
+    return (commit_ts + PG_EPOCH_OFFSET_US) / 1e6
+
+
 class Metrics:
     """Counters and flags the pipeline updates cheaply; health answers derived from them.
 
@@ -136,9 +142,9 @@ class Metrics:
         self.producer: Blocking | None = None
         self.snapshot: SnapshotSource | None = None
         self.status: Received | None = None
-        self._pending: deque[tuple[int, float]] = deque()  # (end LSN, commit Unix time)
-        # (commit time of the oldest undelivered transaction, latency of the last delivered)
-        self._lag: tuple[float | None, float | None] = (None, None)
+        # the pipeline records each commit here (compiled: once per transaction)
+        self.commits = CommitTimes()
+        self._last_latency: float | None = None  # commit to confirmation, last delivered
         self._last_tick: float | None = None
         self._progress: tuple[int, int, int | None, int] = (0, 0, None, 0)
         self._progress_at: float | None = None
@@ -182,34 +188,22 @@ class Metrics:
         stage = next((s for cls, s in _STAGE_OF if isinstance(exc, cls)), "internal")
         self.error(stage)
 
-    def committed(self, end_lsn: int, commit_ts: int) -> None:
-        """A transaction's commit was seen (`commit_ts`: µs since 2000-01-01, as on the wire)."""
-        unix = (commit_ts + PG_EPOCH_OFFSET_US) / 1e6
-        if not self._pending:
-            self._lag = (unix, self._lag[1])
-        self._pending.append((end_lsn, unix))
-
     def confirmed(self, flush_lsn: int) -> None:
         """The flush position reported to PostgreSQL: transactions ending at or below it
-        are delivered."""
+        (their commits recorded in `commits`) are delivered."""
         self.confirmed_flush_lsn = flush_lsn
-        pending = self._pending
-        if not pending or pending[0][0] > flush_lsn:
-            return
-        commit = pending.popleft()[1]
-        while pending and pending[0][0] <= flush_lsn:
-            commit = pending.popleft()[1]
-        oldest = pending[0][1] if pending else None
-        self._lag = (oldest, max(0.0, self._wall() - commit))
+        commit = self.commits.confirmed(flush_lsn)
+        if commit is not None:
+            self._last_latency = max(0.0, self._wall() - _unix(commit))
 
     def source_lag_seconds(self) -> float | None:
         """Commit-to-delivery time: of the oldest transaction still being delivered (so it
         grows while the bridge is stuck), else of the last delivered one (so it does not
         grow while the database is idle). None before the first delivery."""
-        oldest, last = self._lag
+        oldest = self.commits.oldest()
         if oldest is not None:
-            return max(0.0, self._wall() - oldest)
-        return last
+            return max(0.0, self._wall() - _unix(oldest))
+        return self._last_latency
 
     def kafka_callbacks(self) -> dict[str, Any]:
         """librdkafka settings for the pipeline's producer that feed these metrics.

@@ -205,6 +205,7 @@ class Pipeline:
         self._describe = parts.describe
         self._resources = parts.resources
         self._event_counts = parts.metrics.events
+        self._commits = parts.metrics.commits
         self._stopping = False
         # Read per transaction: plain attributes, not lookups through the config models.
         self._source_block = SourceBlock(cfg.kafka.topic_prefix, cfg.source.dbname, __version__)
@@ -393,7 +394,7 @@ class Pipeline:
             counts = event.event_count_by_table
             self._send(self.txmeta.topic, *self.txmeta.end(self._tx_ident, event.commit_ts, counts))
         self.tracker.close_tx(self._tx, event.end_lsn)
-        self.metrics.committed(event.end_lsn, event.commit_ts)
+        self._commits.committed(event.end_lsn, event.commit_ts)
         self._tx = None
         if self.eos is not None:
             self.eos.after_tx(event.end_lsn, self._tx_records)

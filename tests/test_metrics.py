@@ -99,7 +99,7 @@ def busy_metrics() -> Metrics:
     m.error("kafka")
     m.set_connected("postgres", True)
     m.slot_lag_bytes = 4096
-    m.committed(200, 0)
+    m.commits.committed(200, 0)
     m.confirmed(200)
     m.watch(FakeTracker(), FakeProducer(), FakeSnapshot())
     return m
@@ -208,8 +208,8 @@ def test_source_lag_grows_while_delivery_is_pending_and_freezes_when_idle() -> N
     wall = FakeClock(10_000.0)
     m = Metrics(wall=wall)
     assert m.source_lag_seconds() is None
-    m.committed(100, pg_ts(9_999.0))
-    m.committed(200, pg_ts(9_999.5))
+    m.commits.committed(100, pg_ts(9_999.0))
+    m.commits.committed(200, pg_ts(9_999.5))
     wall.now = 10_002.0
     assert m.source_lag_seconds() == pytest.approx(3.0)  # the oldest pending commit
     m.confirmed(150)  # first transaction delivered, second pending
@@ -218,7 +218,7 @@ def test_source_lag_grows_while_delivery_is_pending_and_freezes_when_idle() -> N
     assert m.source_lag_seconds() == pytest.approx(2.5)  # latency of the last delivered
     wall.now = 20_000.0  # an idle hour does not look like lag
     assert m.source_lag_seconds() == pytest.approx(2.5)
-    m.committed(300, pg_ts(19_999.9))  # a new commit after idling is not an hour late
+    m.commits.committed(300, pg_ts(19_999.9))  # a new commit after idling is not an hour late
     assert m.source_lag_seconds() == pytest.approx(0.1)
     assert m.confirmed_flush_lsn == 200
 

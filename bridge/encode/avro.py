@@ -44,10 +44,10 @@ def long_bytes(value: int) -> bytes:
         n: i64 = (v << 1) ^ (v >> 63)
         if n < 0x80:
             return _ONE_BYTE[n]
+        acc: i64 = 0
+        shift: i64 = 0
         if n < _GATHERED_MAX:
             # up to 8 varint bytes gathered in one int and converted at once
-            acc: i64 = 0
-            shift: i64 = 0
             while n > 0x7F:
                 acc |= ((n & 0x7F) | 0x80) << shift
                 shift += 8
@@ -55,6 +55,16 @@ def long_bytes(value: int) -> bytes:
             acc |= n << shift
             whole: int = acc
             return whole.to_bytes((shift >> 3) + 1, "little")
+        # 9 varint bytes (random 64-bit ids, hashes): the first seven gathered as above,
+        # the last two apart (gathering eight would set the i64's sign bit)
+        while shift < 56:
+            acc |= ((n & 0x7F) | 0x80) << shift
+            shift += 8
+            n >>= 7
+        last: i64 = (n & 0x7F) | 0x80 | ((n >> 7) << 8)
+        low: int = acc
+        high: int = last
+        return low.to_bytes(7, "little") + high.to_bytes(2, "little")
     elif not _LONG_MIN <= value <= _LONG_MAX:
         raise ValueError(f"{value} does not fit an Avro long")
     return _zigzag_bytes((value << 1) ^ (value >> 63))

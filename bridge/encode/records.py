@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from bridge.decode.messages import KIND_UNCHANGED, PG_EPOCH_OFFSET_US, TupleData
-from bridge.encode.avro import Writer, compile_value_writer, compile_writer
+from bridge.encode.avro import Writer, compile_value_writer, compile_writer, long_bytes
 from bridge.encode.columns import BAD_INPUT
 from bridge.encode.plan import RowBodies, RowPlan, Toast
 from bridge.errors import SchemaError
@@ -133,44 +133,56 @@ class EnvelopeLayout:
         return bytes(out)
 
 
-# The source block's fields that change from one transaction to the next, then those
-# that change from one change to the next, in the order `TxSource` binds and writes
-# them. Every other field is fixed for the process (version, connector, server name,
-# database, snapshot flag) or for the table (schema, table), so its bytes are written
-# once.
-_PER_TRANSACTION: Final = ("ts_ms", "txId", "commit_lsn")
-_PER_CHANGE: Final = ("sequence", "lsn")
-_SLOTS: Final = (*_PER_TRANSACTION, *_PER_CHANGE)
-_TX_SLOTS: Final = len(_PER_TRANSACTION)
+# The source block's fields that vary, in schema order (the table's two fields as
+# "schema"): per transaction ts_ms, txId and commit_lsn, per change sequence, the table
+# and lsn. Every other field is fixed for the process (version, connector, server name,
+# database, snapshot flag), so its bytes are written once. `SourceBlock` and `TxSource`
+# write the varying ones inline in this order, with the union branches of the schema
+# (both checked against schemas/source.avsc at import).
+_VARYING: Final = ("ts_ms", "sequence", "schema", "txId", "lsn", "commit_lsn")
+_VARYING_TYPES: Final = {
+    "ts_ms": "long",
+    "sequence": ["null", "string"],
+    "txId": ["null", "long"],
+    "lsn": ["null", "long"],
+    "commit_lsn": ["null", "long"],
+}
 
-# A piece of an encoded source block: fixed bytes, then one varying field (its index in
-# _SLOTS, or in _PER_CHANGE once bound to a transaction, and its writer) or none.
-_Piece = tuple[bytes, int, Writer | None]
 
-
-def _source_fields() -> tuple[list[tuple[str, Writer]], list[tuple[str, Writer]], list[str]]:
-    """`schemas/source.avsc`'s fields (name, compiled writer) before and after its schema
-    and table fields, and all names in order."""
+def _source_layout() -> tuple[list[str], dict[str, Writer], bytes, bytes, bytes]:
+    """`schemas/source.avsc` as `SourceBlock` fills it: field names in order (schema and
+    table as one "schema"), the compiled writer of each field, and the union branches
+    of the varying fields (string, then null and long)."""
     schema = load_fixed("source")
-    fields = [(f["name"], compile_value_writer(f["type"])) for f in schema["fields"]]
-    names = [name for name, _ in fields]
-    at = names.index("schema")
-    if names[at + 1] != "table":
+    types = {f["name"]: f["type"] for f in schema["fields"]}
+    writers = {name: compile_value_writer(t) for name, t in types.items()}
+    names = [n for n in types if n != "table"]
+    if list(types).index("table") != list(types).index("schema") + 1:
         raise SchemaError("source block: schema and table must be adjacent fields")
-    return fields[:at], fields[at + 2 :], names
+    if tuple(n for n in names if n in _VARYING) != _VARYING:
+        raise SchemaError(f"source block: expected the varying fields {_VARYING} in order")
+    if any(types[n] != t for n, t in _VARYING_TYPES.items()):
+        raise SchemaError(f"source block: expected the varying fields' types {_VARYING_TYPES}")
+    long_null, long_some = _union_tags(types["lsn"], "lsn")
+    return names, writers, _union_tags(types["sequence"], "sequence")[1], long_null, long_some
 
 
-_HEAD_FIELDS, _TAIL_FIELDS, _SOURCE_NAMES = _source_fields()
+_SOURCE_NAMES, _SOURCE_WRITERS, _SEQUENCE_SOME, _LONG_NULL, _LONG_SOME = _source_layout()
 _TEXT: Final = compile_value_writer("string")
+
+
+def _nullable_long(value: int | None) -> bytes:
+    return _LONG_NULL if value is None else _LONG_SOME + long_bytes(value)
 
 
 class SourceBlock:
     """Debezium's source block (`schemas/source.avsc`) for one server, database, version
     and snapshot flag: the fields fixed for all of them are encoded here once, so a
-    transaction binds only its own three and a change writes only its two (`lsn` and
-    `sequence`). The pipeline keeps one for its run; a snapshot reader one per chunk."""
+    transaction binds only its own three and a change writes only its own (`sequence`,
+    the table's schema and table, `lsn`). The pipeline keeps one for its run; a snapshot
+    reader one per chunk."""
 
-    __slots__ = ("_head", "_tail", "fixed")
+    __slots__ = ("_runs", "fixed")
 
     def __init__(self, server: str, db: str, version: str, snapshot: str = "false") -> None:
         self.fixed: dict[str, Any] = {
@@ -181,52 +193,31 @@ class SourceBlock:
             "db": db,
             "xmin": None,
         }
-        missing = set(_SOURCE_NAMES) - {*self.fixed, *_SLOTS, "schema", "table"}
+        missing = set(_SOURCE_NAMES) - {*self.fixed, *_VARYING}
         if missing:
             raise SchemaError(f"source block: no value for {sorted(missing)}")
-        self._head = self._pieces(_HEAD_FIELDS)
-        self._tail = self._pieces(_TAIL_FIELDS)
-
-    def _pieces(self, fields: list[tuple[str, Writer]]) -> list[_Piece]:
-        pieces: list[_Piece] = []
+        # the fixed fields' bytes before, between and after the varying fields
+        self._runs: list[bytes] = []
         fixed = bytearray()
-        for name, write in fields:
-            if name in _SLOTS:
-                pieces.append((bytes(fixed), _SLOTS.index(name), write))
-                fixed = bytearray()
+        for name in _SOURCE_NAMES:
+            if name in self.fixed:
+                _SOURCE_WRITERS[name](fixed, self.fixed[name])
             else:
-                write(fixed, self.fixed[name])
-        pieces.append((bytes(fixed), 0, None))
-        return pieces
+                self._runs.append(bytes(fixed))
+                fixed = bytearray()
+        self._runs.append(bytes(fixed))
 
-    def bind(self, tx_values: tuple[Any, ...]) -> tuple[list[_Piece], list[_Piece]]:
-        """The pieces before and after schema and table with `tx_values` (the fields of
-        _PER_TRANSACTION) written in: what is left varies per change. Raises ValueError
-        or TypeError for a value the schema cannot hold."""
-        return _bind(self._head, tx_values), _bind(self._tail, tx_values)
-
-
-def _bind(pieces: list[_Piece], tx_values: tuple[Any, ...]) -> list[_Piece]:
-    out: list[_Piece] = []
-    fixed = bytearray()
-    for data, at, write in pieces:
-        fixed += data
-        if write is None:
-            continue
-        if at < _TX_SLOTS:
-            write(fixed, tx_values[at])
-        else:
-            out.append((bytes(fixed), at - _TX_SLOTS, write))
-            fixed = bytearray()
-    out.append((bytes(fixed), 0, None))
-    return out
-
-
-def _write_pieces(out: bytearray, pieces: list[_Piece], values: tuple[Any, ...]) -> None:
-    for fixed, at, write in pieces:
-        out += fixed
-        if write is not None:
-            write(out, values[at])
+    def bind(self, ts_ms: int, xid: int | None, commit_lsn: int | None) -> list[bytes]:
+        """The block's bytes before, between and after the per-change fields (sequence,
+        the table's, lsn) with the transaction's own written in. Raises ValueError or
+        TypeError for a value the schema cannot hold."""
+        runs = self._runs
+        return [
+            runs[0] + long_bytes(ts_ms) + runs[1],
+            runs[2],
+            runs[3] + _nullable_long(xid) + runs[4],
+            runs[5] + _nullable_long(commit_lsn) + runs[6],
+        ]
 
 
 def table_fields(schema: str, table: str) -> bytes:
@@ -268,8 +259,8 @@ class TxSource:
         self.commit_lsn = commit_lsn
         self.last_commit_lsn = last_commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
-        self._bound: tuple[list[_Piece], list[_Piece]] | None = None
-        self._sequence = sequence_head(last_commit_lsn)
+        self._bound: list[bytes] | None = None
+        self._sequence = sequence_head(last_commit_lsn).encode()
 
     @property
     def base(self) -> dict[str, Any]:
@@ -286,20 +277,37 @@ class TxSource:
             "table": "",
         }
 
-    def block_for(self, tables: bytes, lsn: int) -> bytes:
-        """The encoded source block of the change at `lsn` in the table whose schema and
-        table fields are `tables`.
+    def block_parts(self, parts: list[bytes], tables: bytes, lsn: int) -> None:
+        """Append the encoded source block of the change at `lsn` in the table whose
+        schema and table fields are `tables` to `parts`: the transaction's pieces
+        around the change's sequence, tables and LSN, written inline (the union
+        branches are the schema's, `_source_layout`).
 
-        Raises ValueError or TypeError for a value the schema cannot hold."""
+        Raises ValueError or TypeError for a value the schema cannot hold, before
+        anything is appended."""
         bound = self._bound
         if bound is None:
-            bound = self._bound = self.block.bind((self.ts_ms, self.xid, self.commit_lsn))
-        values = (f'{self._sequence}{lsn}"]', lsn)
-        out = bytearray()
-        _write_pieces(out, bound[0], values)
-        out += tables
-        _write_pieces(out, bound[1], values)
-        return bytes(out)
+            bound = self._bound = self.block.bind(self.ts_ms, self.xid, self.commit_lsn)
+        at = long_bytes(lsn)
+        sequence = self._sequence + str(lsn).encode() + b'"]'
+        parts.append(bound[0])
+        parts.append(_SEQUENCE_SOME)
+        parts.append(long_bytes(len(sequence)))
+        parts.append(sequence)
+        parts.append(bound[1])
+        parts.append(tables)
+        parts.append(bound[2])
+        parts.append(_LONG_SOME)
+        parts.append(at)
+        parts.append(bound[3])
+
+    def block_for(self, tables: bytes, lsn: int) -> bytes:
+        """The encoded source block of the change at `lsn` (`block_parts` as bytes).
+
+        Raises ValueError or TypeError for a value the schema cannot hold."""
+        parts: list[bytes] = []
+        self.block_parts(parts, tables, lsn)
+        return b"".join(parts)
 
 
 class _Clock:
@@ -380,16 +388,19 @@ class ChangeEncoder:
         """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
         primary-key change as delete + tombstone + create (the only records with
         headers)."""
-        source = self._source_block(tx, change.lsn)
         new = change.new
         op = change.op
         if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
-            # one record, no key comparison: the common case, the row written straight
-            # into the envelope's parts
+            # one record, no key comparison: the common case, the row and the source
+            # block written straight into the envelope's parts
             parts = [self._value_header, self._layout.after_only]
             plan = self._plan
             key = plan.write_parts(parts, new.kinds, new.values)
-            parts.append(source)
+            try:
+                tx.block_parts(parts, self._table_fields, change.lsn)
+            except BAD_INPUT as exc:
+                plan.specials.clear()  # the row is not produced, nor are its special values
+                raise self._source_error(exc) from None
             parts.append(self._layout.ops[op])
             if plan.specials:  # a value its schema cannot hold: the rare, slower tail
                 specials: dict[str, str] = {}
@@ -398,6 +409,7 @@ class ChangeEncoder:
             else:
                 parts.append(self._clock.tail())
             return [(self._framed_key(key), b"".join(parts), None)]
+        source = self._source_block(tx, change.lsn)
         if op == "t":
             return [(None, self._envelope(None, None, "t", source, None), None)]
         return self._shaped(change, source)
@@ -487,10 +499,13 @@ class ChangeEncoder:
         try:
             return tx.block_for(self._table_fields, lsn)
         except BAD_INPUT as exc:
-            raise SchemaError(
-                f"{self._label}: the source block does not fit its Avro schema: {exc!r}",
-                hint="report this with the transaction's xid and LSN; the change was not produced",
-            ) from None
+            raise self._source_error(exc) from None
+
+    def _source_error(self, exc: Exception) -> SchemaError:
+        return SchemaError(
+            f"{self._label}: the source block does not fit its Avro schema: {exc!r}",
+            hint="report this with the transaction's xid and LSN; the change was not produced",
+        )
 
     def _envelope(
         self,
