@@ -59,13 +59,16 @@ class SnapshotSource(TxSource):
         super().__init__(block, None, lsn, ts)
         self._blocks: dict[bytes, bytes] = {}
 
-    def block_for(self, tables: bytes, lsn: int) -> bytes:
+    def block_parts(self, parts: list[bytes], tables: bytes, lsn: int) -> None:
         if lsn != self.commit_lsn:  # not a snapshot read: written as the stream's are
-            return super().block_for(tables, lsn)
+            super().block_parts(parts, tables, lsn)
+            return
         block = self._blocks.get(tables)
         if block is None:
-            block = self._blocks[tables] = super().block_for(tables, lsn)
-        return block
+            written: list[bytes] = []
+            super().block_parts(written, tables, lsn)
+            block = self._blocks[tables] = b"".join(written)
+        parts.append(block)
 
 
 def binary_start(buf: bytes) -> int:
