@@ -273,6 +273,7 @@ CASES = [
             ("-2562047788:00:54.775807", iv(0, 0, -I64_MAX)),
             ("1 day -00:00:01", iv(0, 1, -1_000_000)),
         ],
+        options=CodecOptions(interval_mode="record"),  # its fields; the ISO text: test_modes
     ),
     Case("bit(5)", [("10101", "10101"), ("00000", "00000")]),
     Case("varbit", [("", ""), ("1", "1"), ("101010101010101010", "101010101010101010")]),
