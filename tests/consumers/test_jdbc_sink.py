@@ -81,6 +81,7 @@ def _rows(conn: psycopg.Connection[Any], table: str) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in conn.execute(query).fetchall()]
 
 
+@pytest.fixture
 def sink_db(stack: Any) -> Any:
     name = unique("sink")
     stack.create_database(name)
