@@ -117,23 +117,27 @@ class _Reader:
             self.process.wait()
 
 
+def table_topic_filter(cfg: Config, progress_schema: str) -> Callable[[catalog.Published], bool]:
+    """Whether a published table's rows go to a topic of its own: the filters take it, it
+    is not one of the progress store's tables, and it is not an outbox table (its changes
+    become routed events, and its snapshot rows are not routed: README). What the
+    snapshots read and what `bridge verify` compares."""
+    routing = Routing.from_config(cfg)
+    return lambda p: (
+        routing.matches(p.namespace, p.name)
+        and not is_private(progress_schema, p.namespace, p.name)
+        and not cfg.outbox.holds(p.namespace, p.name)
+    )
+
+
 def snapshot_tables(
     cfg: Config, conn: psycopg.Connection[Any], progress_schema: str
 ) -> list[catalog.SnapshotTable]:
-    """The captured tables the plugin sends (or those in snapshot.tables), the progress
-    store's own tables and outbox tables left out, each read through its
-    snapshot.select_overrides / row_filters entry."""
-    routing = Routing.from_config(cfg)
+    """The tables with topics of their own (`table_topic_filter`) the plugin sends (or
+    those in snapshot.tables), each read through its snapshot.select_overrides /
+    row_filters entry."""
     tables, missing = catalog.captured_tables(
-        conn,
-        cfg.source,
-        lambda p: (
-            routing.matches(p.namespace, p.name)
-            and not is_private(progress_schema, p.namespace, p.name)
-            # outbox tables: their snapshot rows are not routed as events (README)
-            and not cfg.outbox.holds(p.namespace, p.name)
-        ),
-        cfg.snapshot.tables,
+        conn, cfg.source, table_topic_filter(cfg, progress_schema), cfg.snapshot.tables
     )
     if missing:
         raise ConfigError(

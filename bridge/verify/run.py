@@ -32,12 +32,11 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from bridge.config import Config
 from bridge.errors import ConfigError, VerifyError
 from bridge.lsn import LSN
-from bridge.routing import Routing
 from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
+from bridge.snapshot.initial import table_topic_filter
 from bridge.snapshot.modes import TemporaryExport
 from bridge.snapshot.reader import build_jobs, connect, import_snapshot
-from bridge.snapshot.store import is_private
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.state import Decoder, TopicState, commit_lsn
@@ -63,15 +62,8 @@ def captured_tables(
 ) -> list[SnapshotTable]:
     """The tables the bridge streams (publication or replication sets, then the filters),
     or those of them named in `wanted`."""
-    routing = Routing.from_config(cfg)
     tables, missing = catalog.captured_tables(
-        conn,
-        cfg.source,
-        lambda p: (
-            routing.matches(p.namespace, p.name)
-            and not is_private(cfg.snapshot.progress_schema, p.namespace, p.name)
-        ),
-        wanted,
+        conn, cfg.source, table_topic_filter(cfg, cfg.snapshot.progress_schema), wanted
     )
     if missing:
         raise ConfigError(
