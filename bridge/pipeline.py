@@ -115,7 +115,8 @@ class Positions(Protocol):
     """Where a flush position must be recorded before PostgreSQL hears of it
     (`bridge.slotstate.PositionRecorder`: a lost slot is then recognised)."""
 
-    def admit(self, lsn: int) -> int: ...
+    def admit(self, lsn: int, quiet: bool = False) -> int:
+        """The part of `lsn` PostgreSQL may be told; `quiet`: the stream has nothing to read."""
 
     def settle(self, timeout: float) -> None: ...
 
@@ -441,7 +442,7 @@ class Pipeline:
         now = time.monotonic()
         if self.heartbeat.due(now):
             self.heartbeat.beat(now)
-        self._acknowledge()
+        self._acknowledge(quiet=True)
 
     def _read_snapshot(self) -> None:
         """Read the pending snapshot now that every transaction it sees was received.
@@ -462,16 +463,18 @@ class Pipeline:
         ):
             raise _SnapshotStoppedError
 
-    def _acknowledge(self, idle: bool = True) -> bool:
-        """Report the flush position (past an idle stretch of WAL when `idle`); True if it
-        is all that was delivered (not held back until the state topic recorded it)."""
+    def _acknowledge(self, idle: bool = True, quiet: bool = False) -> bool:
+        """Report the flush position (past an idle stretch of WAL when `idle`; `quiet`:
+        called from the loop's idle turn); True if it is all that was delivered (not held
+        back until the state topic recorded it)."""
         self.producer.poll()
         lsn = self.tracker.flush_lsn(
             idle_position=self.assembler.idle_wal_end() if idle else None,
             server_wal_end=self.stream.server_wal_end,
             holds=(self.assembler.hold_lsn(), None if self.eos is None else self.eos.hold_lsn()),
         )
-        admitted = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
+        # recorded in Kafka before PostgreSQL hears of it
+        admitted = self.positions.admit(lsn, quiet)
         self.stream.confirm(admitted)
         self.metrics.confirmed(admitted)
         if self.incremental is not None:

@@ -157,7 +157,7 @@ class RecordedAtOnce:
     """Positions recorded as soon as asked (the state topic's write-ahead is
     tests/test_slotstate.py's business)."""
 
-    def admit(self, lsn: int) -> int:
+    def admit(self, lsn: int, quiet: bool = False) -> int:
         return lsn
 
     def settle(self, timeout: float) -> None:
