@@ -328,6 +328,12 @@ class AvroConfig(_Section):
     hstore_mode: Literal["map", "json"] = Field(
         "map", description="Debezium's hstore.handling.mode"
     )
+    array_mode: Literal["portable", "typed"] = Field(
+        "portable",
+        description="portable: numeric(p, s) array elements as their text and arrays of 2+ "
+        "dimensions as PostgreSQL's array text (forms Debezium's JDBC sink can apply); "
+        "typed: decimal elements and nested arrays",
+    )
     toast_mode: Literal["list", "placeholder"] = "list"
     toast_reselect: bool = Field(
         False,
