@@ -31,6 +31,7 @@ from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
 from bridge.produce import kafka_client_config
+from bridge.snapshot import store
 from bridge.snapshot.progress import TABLE_STARTED, TableStatus
 from bridge.topics import topic_creator
 
@@ -94,7 +95,7 @@ class Notifier:
     def initial_table(self, event: str, status: TableStatus) -> None:
         """`SnapshotProgress.on_table`: an initial snapshot's table started or done (an
         incremental snapshot's tables are told by its run, which knows their signal)."""
-        if status.kind != "initial":
+        if status.kind != store.INITIAL:
             return
         if event == TABLE_STARTED:
             self.send(INITIAL, IN_PROGRESS, {"current_collection_in_progress": status.table})

@@ -19,8 +19,9 @@ xids) and `pg_current_wal_insert_lsn()` (H) together; the chunk's SELECT then se
   among S's in-progress xids means the chunk is read again later (`stuck`).
 
 Debezium's PostgreSQL read-only snapshot orders by xid alone (its window closes at the
-first event whose xid passes the high watermark's xmax); the WAL position bound also
-closes the window on an idle stream, and the streamed-xid check covers the last case.
+first event whose xid is past both watermarks' xmax, or on a heartbeat); the WAL position
+bound also closes the window on an idle stream, and the streamed-xid check covers the
+last case.
 """
 
 from __future__ import annotations
