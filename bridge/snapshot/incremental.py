@@ -67,7 +67,7 @@ from bridge.snapshot.reader import RawText, TableJob, connect, encode_rows, snap
 from bridge.snapshot.notify import Notifier
 from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, RUNNING, RunStore
-from bridge.snapshot.watermarks import QUERY, Watermark
+from bridge.snapshot.watermarks import QUERY, Streamed, Watermark
 
 log = logging.getLogger("bridge.snapshot")
 
@@ -75,9 +75,9 @@ KIND = "incremental"
 Emit = tuple[str, bytes | None, bytes | None]  # (topic, key, value)
 Delivered = Callable[[], bool]  # whether records sent between transactions are confirmed
 _NOTHING: list[Emit] = []
-# Streamed xids remembered for the read-only check: pruned against a fresh snapshot
+# Streamed keys remembered for the read-only check: settled against a fresh snapshot
 # when no chunk read did it for this many.
-_STREAMED_MAX: Final = 10_000
+_STREAMED_MAX: Final = 100_000
 
 
 class _Run:
@@ -193,8 +193,7 @@ class IncrementalSnapshotter:
         self._outbox = cfg.outbox
         self._conn = connect(cfg.source.conninfo())
         self._wal_block_size = 0
-        self._streamed: set[int] = set()  # read-only: xids streamed since the last snapshot
-        self._last_xid: int | None = None
+        self._streamed = Streamed()  # read-only: keys streamed since the last snapshot
         if self._read_only:
             self._check_read_only()
             # Each chunk in a transaction of its own that sees one snapshot (`watermarks`).
@@ -231,10 +230,9 @@ class IncrementalSnapshotter:
         """A streamed change and its records; returns records to produce right after them."""
         relation = change.relation
         assert relation is not None
-        if self._read_only and tx.xid != self._last_xid:
-            self._last_xid = tx.xid
-            if tx.xid is not None:
-                self._streamed.add(tx.xid)
+        if self._read_only and tx.xid is not None:
+            keys = (key for key, _, _ in records)
+            self._streamed.add(tx.xid, relation.oid, keys, change.op == OP_TRUNCATE)
         window = self._window
         if window is not None and window.opened and relation.oid == window.oid:
             if change.op == OP_TRUNCATE:
@@ -272,8 +270,8 @@ class IncrementalSnapshotter:
         if self._signals is not None:
             for signal in self._signals.poll():
                 self._on_signal(signal.id, signal.type, signal.data)
-        if len(self._streamed) > _STREAMED_MAX:
-            self._streamed = self._watermark_now().stuck(self._streamed)
+        if self._streamed.size > _STREAMED_MAX:
+            self._streamed.settle(self._watermark_now())
         if self._window is None and (self._active is not None or self._queue or self._stops):
             self._advance(lsn)
 
@@ -412,11 +410,12 @@ class IncrementalSnapshotter:
         )
         window = _Window(table.label, relation.oid, topic, ())
         type_oids = {c.type_oid for c in relation.columns}
+        stale: set[bytes | None] = set()
         if self._read_only:
-            read = self._read_consistent(query, params, type_oids)
+            read = self._read_consistent(query, params, type_oids, relation.oid)
             if read is None:
                 return _LATER
-            rows, window.until = read
+            rows, window.until, stale = read
             window.opened = True
         else:
             self._watermark(window.open_id, "snapshot-window-open")
@@ -430,6 +429,8 @@ class IncrementalSnapshotter:
         source = snapshot_source(self._server, self._db, lsn, KIND)
         records, _ = encode_rows([r[width:] for r in rows], TableJob(table, topic, encoder), source)
         window.buffer.update((key, value) for key, value, _ in records)  # reads: no headers
+        for key in stale:  # changed by a transaction streamed already, not in the snapshot
+            window.buffer.pop(key, None)
         window.last_key = tuple(_text(v) for v in rows[-1][:width])
         if len(rows) < self._chunk_size:
             window.last_key = run.max_key  # nothing left below max: the table ends here
@@ -532,23 +533,23 @@ class IncrementalSnapshotter:
         return self._execute(query, params, cursor).fetchall()
 
     def _read_consistent(
-        self, query: Any, params: list[str], type_oids: set[int]
-    ) -> tuple[list[tuple[Any, ...]], int] | None:
-        """Read-only: the chunk's rows and the position that closes its window, read in
-        one snapshot (`watermarks`); None when a transaction the stream already delivered
-        is still in progress in that snapshot: the chunk is read again later."""
+        self, query: Any, params: list[str], type_oids: set[int], oid: int
+    ) -> tuple[list[tuple[Any, ...]], int, set[bytes | None]] | None:
+        """Read-only: the chunk's rows, the position that closes its window and the keys
+        whose rows are stale, read in one snapshot (`watermarks`); None when a transaction
+        the stream already delivered is still in progress in that snapshot and its keys
+        are not known: the chunk is read again later."""
         try:
             with self._conn.transaction():
                 watermark = self._watermark_now()
                 rows = self._read(query, params, type_oids)
         except psycopg.Error as exc:
             raise _read_error(exc) from None
-        stuck = watermark.stuck(self._streamed)
-        self._streamed = stuck  # the others are seen by every later snapshot
-        if stuck:
-            log.debug("incremental snapshot: xids %s still in progress, reading again", stuck)
+        stale = self._streamed.stale(watermark, oid)
+        if stale is None:
+            log.debug("incremental snapshot: a streamed transaction is still in progress")
             return None
-        return rows, watermark.until
+        return rows, watermark.until, stale
 
     def _watermark_now(self) -> Watermark:
         """The current (in a transaction: the transaction's) snapshot and WAL position."""

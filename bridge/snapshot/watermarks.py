@@ -14,18 +14,21 @@ xids) and `pg_current_wal_insert_lsn()` (H) together; the chunk's SELECT then se
   from the chunk: the streamed event (and any later one) carries the key's state.
 - A transaction the stream had already delivered before the read but that S does not see
   (its commit record is written, it has not yet left the proc array: a synchronous
-  standby's wait, or plain scheduling) would make a row older than a change already sent.
-  The snapshotter remembers the xids it has streamed since the last snapshot; one of them
-  among S's in-progress xids means the chunk is read again later (`stuck`).
+  standby's wait, which lasts until the bridge confirms it, or plain scheduling) would
+  make the rows of the keys it changed older than changes already sent. The snapshotter
+  remembers the keys each xid changed since the last snapshot (`Streamed`); the rows of
+  the keys changed by one of S's in-progress xids are dropped (the chunk is read again
+  later when those keys are not known: a TRUNCATE, or more than `_KEYS_PER_XID`).
 
 Debezium's PostgreSQL read-only snapshot orders by xid alone (its window closes at the
 first event whose xid is past both watermarks' xmax, or on a heartbeat); the WAL position
-bound also closes the window on an idle stream, and the streamed-xid check covers the
-last case.
+bound also closes the window on an idle stream, and the streamed keys cover the last
+case.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from bridge.errors import SourceError
@@ -33,6 +36,8 @@ from bridge.lsn import LSN
 
 QUERY: Final = "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text"
 _XID32: Final = 0xFFFFFFFF
+_KEYS_PER_XID: Final = 10_000  # keys remembered of one transaction; more: "many"
+Key = tuple[int, bytes | None]  # (relation oid, record key)
 # Page headers: a short one on each WAL page, a long one at the start of a segment.
 _SHORT_HEADER: Final = 24
 _LONG_HEADER: Final = 40
@@ -58,9 +63,52 @@ class Watermark(NamedTuple):
             ) from None
         return cls(in_progress, record_bound(int(LSN.parse(insert_lsn)), wal_block_size))
 
-    def stuck(self, streamed: set[int]) -> set[int]:
-        """The streamed xids S still shows in progress (the read is then redone)."""
-        return streamed & self.in_progress
+
+
+class Streamed:
+    """The keys each transaction changed, per xid, as the stream delivered them since the
+    last snapshot; `settle` keeps those of the xids a snapshot still shows in progress
+    (every other one has left the proc array: every later snapshot sees it)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, set[Key] | None] = {}  # None: not known (TRUNCATE, too many)
+        self._xid: int | None = None
+        self._current: set[Key] | None = None
+        self.size = 0  # xids and keys held: `settle` against a fresh snapshot when it grows
+
+    def add(self, xid: int, oid: int, keys: Iterable[bytes | None], whole: bool) -> None:
+        """Keys of relation `oid` changed by `xid` (`whole`: all of them, a TRUNCATE)."""
+        if xid != self._xid:
+            self._xid = xid
+            if xid not in self._keys:
+                self.size += 1
+            self._current = self._keys.setdefault(xid, set())
+        current = self._current
+        if current is None:
+            return
+        before = len(current)
+        current.update((oid, key) for key in keys)
+        self.size += len(current) - before
+        if whole or len(current) > _KEYS_PER_XID:
+            self._keys[xid] = self._current = None
+
+    def settle(self, mark: Watermark) -> dict[int, set[Key] | None]:
+        """Forget the xids `mark`'s snapshot sees; the others, with their keys."""
+        self._keys = {x: k for x, k in self._keys.items() if x & _XID32 in mark.in_progress}
+        if self._xid is not None and self._xid not in self._keys:
+            self._current = None  # the transaction at hand is seen: nothing more to keep
+        self.size = len(self._keys) + sum(len(k) for k in self._keys.values() if k is not None)
+        return self._keys
+
+    def stale(self, mark: Watermark, oid: int) -> set[bytes | None] | None:
+        """The keys of `oid` whose rows read in `mark`'s snapshot are older than changes
+        already streamed; None when not all of them are known (read again later)."""
+        stale: set[bytes | None] = set()
+        for keys in self.settle(mark).values():
+            if keys is None:
+                return None
+            stale.update(key for key_oid, key in keys if key_oid == oid)
+        return stale
 
 
 def record_bound(insert_lsn: int, wal_block_size: int) -> int:

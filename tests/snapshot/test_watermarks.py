@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.errors import SourceError
-from bridge.snapshot.watermarks import Watermark, record_bound
+from bridge.snapshot.watermarks import Streamed, Watermark, record_bound
 
 BLOCK = 8192
 
@@ -15,10 +15,35 @@ def test_in_progress_xids_compare_by_their_low_32_bits() -> None:
     mark = Watermark.parse(f"{(1 << 32) + 90}:{(1 << 32) + 120}:{(1 << 32) + 95},{(1 << 32) + 101}", "0/16B3748", BLOCK)
     assert mark.in_progress == {95, 101}
     assert mark.until == 0x16B3748
-    # streamed 95 and 99: 95 is still running in the snapshot (its rows are not in the
-    # read), 99 had finished (it is in the read)
-    assert mark.stuck({95, 99}) == {95}
     assert Watermark.parse("100:100:", "0/10", BLOCK).in_progress == frozenset()
+
+
+def test_streamed_keys_of_transactions_a_snapshot_does_not_see_are_stale() -> None:
+    streamed = Streamed()
+    streamed.add(95, 7, [b"k1"], whole=False)  # 95: delivered, not yet visible
+    streamed.add(95, 8, [b"other-table"], whole=False)
+    streamed.add(95, 7, [b"k2"], whole=False)
+    streamed.add(99, 7, [b"k3"], whole=False)  # 99: delivered and visible
+    assert streamed.size == 2 + 4
+    mark = Watermark.parse("90:120:95,101", "0/10", BLOCK)
+    assert streamed.stale(mark, 7) == {b"k1", b"k2"}  # k3's row has 99's change
+    assert streamed.size == 1 + 3  # 99 forgotten: every later snapshot sees it
+    streamed.add(95, 7, [b"k4"], whole=False)  # the transaction at hand goes on
+    assert streamed.stale(mark, 7) == {b"k1", b"k2", b"k4"}
+    assert streamed.stale(Watermark.parse("120:120:", "0/10", BLOCK), 7) == set()
+    assert streamed.size == 0
+    streamed.add(95, 7, [b"k5"], whole=False)  # seen by now: nothing more to keep
+    assert streamed.size == 0
+
+
+def test_a_truncate_or_too_many_keys_make_the_chunk_wait() -> None:
+    mark = Watermark.parse("90:120:95,96", "0/10", BLOCK)
+    streamed = Streamed()
+    streamed.add(95, 7, [], whole=True)
+    assert streamed.stale(mark, 7) is None
+    streamed = Streamed()
+    streamed.add(96, 7, [str(i).encode() for i in range(20_000)], whole=False)
+    assert streamed.stale(mark, 7) is None and streamed.size == 1
 
 
 def test_a_page_header_just_written_is_taken_off_the_position() -> None:
