@@ -549,6 +549,8 @@ class IncrementalSnapshotter:
         if stale is None:
             log.debug("incremental snapshot: a streamed transaction is still in progress")
             return None
+        if stale:
+            log.debug("incremental snapshot: %d key(s) changed by streamed transactions", len(stale))
         return rows, watermark.until, stale
 
     def _watermark_now(self) -> Watermark:

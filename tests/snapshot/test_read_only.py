@@ -8,7 +8,9 @@ superuser. Signals come through a Kafka topic; the runs are kept in the state to
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -313,3 +315,44 @@ def test_initial_snapshot_notifications(
     for i, value in enumerate(values):  # a table's scan starts before it completes
         if value["type"] == "TABLE_SCAN_COMPLETED":
             assert started[value["additional_data"]["scanned_collection"]] < i
+
+
+@contextlib.contextmanager
+def _synchronous(conn: psycopg.Connection[Any], slot: str) -> Iterator[None]:
+    """The bridge as the synchronous standby: a commit waits for its confirmation, and stays
+    in progress for every snapshot meanwhile, though the bridge has streamed it."""
+    conn.execute(
+        sql.SQL("ALTER SYSTEM SET synchronous_standby_names = {}").format(
+            sql.Literal(f'"bridge:{slot}"')
+        )
+    )
+    conn.execute("SELECT pg_reload_conf()")
+    try:
+        yield
+    finally:  # every later commit of the cluster would wait for this bridge
+        conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def test_changes_delivered_but_not_yet_visible_win_over_the_chunk(
+    pg_conn: psycopg.Connection[Any],
+    pg_dsn: str,
+    read_only: ReadOnlyBridge,
+    topic: Any,
+    slot_name: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bridge = read_only.start(chunk_size=50)
+    wait_slot_active(pg_conn, slot_name, bridge)
+    with caplog.at_level(logging.DEBUG, "bridge.snapshot"):
+        with _synchronous(pg_conn, slot_name):
+            writer = Writer(pg_dsn, "a", 250).start()
+            writer.wait_transactions(3)
+            read_only.signal("ro-3", "execute-snapshot", {"data-collections": ["public.a"]})
+            wait_for(lambda: read_only.done("ro-3"), 120, "the snapshot to finish")
+            writer.stop()
+    reader = topic("public.a")
+    wait_for(lambda: same_state(reader, pg_conn, "a"), 60, "Kafka to hold the table's state")
+    assert max(_reads(reader).values()) == 1
+    assert "key(s) changed by streamed transactions" in caplog.text
+    bridge.stop()
