@@ -235,11 +235,7 @@ class IncrementalSnapshotter:
             self._streamed.add(tx.xid, relation.oid, keys, change.op == OP_TRUNCATE)
         window = self._window
         if window is not None and window.opened and relation.oid == window.oid:
-            if change.op == OP_TRUNCATE:
-                window.buffer.clear()
-            else:
-                for key, _, _ in records:
-                    window.buffer.pop(key, None)
+            _drop_changed(window, change.op, records)
             if window.until is None:
                 return _NOTHING
         if window is not None and window.until is not None and tx.commit_lsn >= window.until:
@@ -247,13 +243,21 @@ class IncrementalSnapshotter:
         if change.op != OP_CREATE or (relation.namespace, relation.name) != self._signal:
             return _NOTHING
         row = _signal_row(change)
-        if row is None:
-            return _NOTHING
-        signal_id, signal_type, data = row
+        return _NOTHING if row is None else self._on_signal_row(window, *row, tx.commit_lsn)
+
+    def _on_signal_row(
+        self,
+        window: _Window | None,
+        signal_id: str,
+        signal_type: str,
+        data: str | None,
+        commit_lsn: int,
+    ) -> list[Emit]:
+        """A signal table row: the open window's watermarks, or a signal."""
         if window is not None and signal_id == window.open_id:
             window.opened = True
         elif window is not None and signal_id == window.close_id:
-            return self._close_window(window, tx.commit_lsn)
+            return self._close_window(window, commit_lsn)
         else:
             self._on_signal(signal_id, signal_type, data)
         return _NOTHING
@@ -609,6 +613,15 @@ class IncrementalSnapshotter:
                 hint="point the bridge at the primary, or unset snapshot.read_only and give it "
                 "a signal table to write its watermarks to",
             )
+
+
+def _drop_changed(window: _Window, op: str, records: list[Record]) -> None:
+    """A streamed change to the window's table: its keys' rows are redundant or stale."""
+    if op == OP_TRUNCATE:
+        window.buffer.clear()
+    else:
+        for key, _, _ in records:
+            window.buffer.pop(key, None)
 
 
 def _confirmed() -> bool:
