@@ -62,9 +62,9 @@ from bridge.routing import Routing
 from bridge.snapshot import catalog, notify
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.chunks import Bound, Chunk, chunk_query, max_key_query
+from bridge.snapshot.notify import Notifier
 from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.reader import RawText, TableJob, connect, encode_rows, snapshot_source
-from bridge.snapshot.notify import Notifier
 from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, RUNNING, RunStore
 from bridge.snapshot.watermarks import QUERY, Streamed, Watermark
@@ -307,18 +307,22 @@ class IncrementalSnapshotter:
             self._paused = signal_type == "pause-snapshot"
             state = "paused" if self._paused else "resumed"
             log.info("signal %s: incremental snapshots %s", signal_id, state)
-            if self._notifier is not None:
-                # one notification, named after the run it holds up (or the signal)
-                runs = ([self._active] if self._active is not None else []) + list(self._queue)
-                names = notify.collections([n for r in runs for n in r.names[r.index :]])
-                self._notifier.send(
-                    notify.INCREMENTAL,
-                    notify.PAUSED if self._paused else notify.RESUMED,
-                    {"data_collections": names},
-                    runs[0].run_id if runs else signal_id,
-                )
+            self._notify_pause(signal_id)
         else:
             log.warning("signal %s of type %r ignored", signal_id, signal_type)
+
+    def _notify_pause(self, signal_id: str) -> None:
+        """One PAUSED or RESUMED, named after the run it holds up (or the signal)."""
+        if self._notifier is None:
+            return
+        runs = ([self._active] if self._active is not None else []) + list(self._queue)
+        remaining = notify.collections([n for r in runs for n in r.names[r.index :]])
+        self._notifier.send(
+            notify.INCREMENTAL,
+            notify.PAUSED if self._paused else notify.RESUMED,
+            {"data_collections": remaining},
+            runs[0].run_id if runs else signal_id,
+        )
 
     # -- runs and windows -----------------------------------------------------
 
@@ -554,7 +558,9 @@ class IncrementalSnapshotter:
             log.debug("incremental snapshot: a streamed transaction is still in progress")
             return None
         if stale:
-            log.debug("incremental snapshot: %d key(s) changed by streamed transactions", len(stale))
+            log.debug(
+                "incremental snapshot: %d key(s) changed by streamed transactions", len(stale)
+            )
         return rows, watermark.until, stale
 
     def _watermark_now(self) -> Watermark:

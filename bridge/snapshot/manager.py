@@ -41,7 +41,9 @@ class SnapshotManager:
         src, snap = cfg.source, cfg.snapshot
         self.notifier = notifier  # snapshot.notification_topic
         # read by the metrics endpoint
-        self.progress = SnapshotProgress(on_table=None if notifier is None else notifier.initial_table)
+        self.progress = SnapshotProgress(
+            on_table=None if notifier is None else notifier.initial_table
+        )
         self.store = ProgressStore(src.conninfo(), snap.progress_schema, src.slot_name)
         self._schema = snap.progress_schema
         self._slot: slots.Slot | None = None

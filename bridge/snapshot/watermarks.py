@@ -64,7 +64,6 @@ class Watermark(NamedTuple):
         return cls(in_progress, record_bound(int(LSN.parse(insert_lsn)), wal_block_size))
 
 
-
 class Streamed:
     """The keys each transaction changed, per xid, as the stream delivered them since the
     last snapshot; `settle` keeps those of the xids a snapshot still shows in progress

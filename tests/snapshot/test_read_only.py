@@ -33,9 +33,7 @@ Settings = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
-def reader_role(
-    pg_conn: psycopg.Connection[Any], topic_prefix: str
-) -> Iterator[tuple[str, str]]:
+def reader_role(pg_conn: psycopg.Connection[Any], topic_prefix: str) -> Iterator[tuple[str, str]]:
     """A role that can read the tables and stream, and write nothing."""
     name, password = f"{topic_prefix}_ro", secrets.token_urlsafe(16)
     ident = sql.Identifier(name)
@@ -144,7 +142,11 @@ class JsonTopic:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self._topic = topic
         self._consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"{topic}-reader",
+                "enable.auto.commit": False,
+            }
         )
         self._assigned = False
         self.values: list[dict[str, Any]] = []
@@ -195,9 +197,11 @@ def test_read_only_snapshot_during_writes(
     bridge = read_only.start(chunk_size=100)
     wait_slot_active(pg_conn, slot_name, bridge)
     user, password = reader_role
-    with psycopg.connect(pg_dsn, user=user, password=password, autocommit=True) as role_conn:
-        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
-            role_conn.execute("CREATE TABLE written (id int)")
+    with (
+        psycopg.connect(pg_dsn, user=user, password=password, autocommit=True) as role_conn,
+        pytest.raises(psycopg.errors.ReadOnlySqlTransaction),
+    ):
+        role_conn.execute("CREATE TABLE written (id int)")
     notes = JsonTopic(stack.kafka_bootstrap, read_only.notifications)
     read_only.signal("p-1", "pause-snapshot", {})
     notes.read_until("PAUSED")  # held: the run below waits for the resume
@@ -286,7 +290,9 @@ def test_initial_snapshot_notifications(
     make_table(pg_conn, "t", 300)
     make_table(pg_conn, "e", 0)
     notifications = f"{topic_prefix}.notifications"
-    bridge = start(Config(**make_settings(mode="initial", chunk_size=100, notification_topic=notifications)))
+    bridge = start(
+        Config(**make_settings(mode="initial", chunk_size=100, notification_topic=notifications))
+    )
     try:
         notes = JsonTopic(stack.kafka_bootstrap, notifications)
         values = notes.read_until("COMPLETED")
@@ -344,13 +350,12 @@ def test_changes_delivered_but_not_yet_visible_win_over_the_chunk(
 ) -> None:
     bridge = read_only.start(chunk_size=50)
     wait_slot_active(pg_conn, slot_name, bridge)
-    with caplog.at_level(logging.DEBUG, "bridge.snapshot"):
-        with _synchronous(pg_conn, slot_name):
-            writer = Writer(pg_dsn, "a", 250).start()
-            writer.wait_transactions(3)
-            read_only.signal("ro-3", "execute-snapshot", {"data-collections": ["public.a"]})
-            wait_for(lambda: read_only.done("ro-3"), 120, "the snapshot to finish")
-            writer.stop()
+    with caplog.at_level(logging.DEBUG, "bridge.snapshot"), _synchronous(pg_conn, slot_name):
+        writer = Writer(pg_dsn, "a", 250).start()
+        writer.wait_transactions(3)
+        read_only.signal("ro-3", "execute-snapshot", {"data-collections": ["public.a"]})
+        wait_for(lambda: read_only.done("ro-3"), 120, "the snapshot to finish")
+        writer.stop()
     reader = topic("public.a")
     wait_for(lambda: same_state(reader, pg_conn, "a"), 60, "Kafka to hold the table's state")
     assert max(_reads(reader).values()) == 1

@@ -12,7 +12,9 @@ BLOCK = 8192
 
 def test_in_progress_xids_compare_by_their_low_32_bits() -> None:
     # xid8 values of epoch 1 (2^32 + n): the stream's xids are 32-bit
-    mark = Watermark.parse(f"{(1 << 32) + 90}:{(1 << 32) + 120}:{(1 << 32) + 95},{(1 << 32) + 101}", "0/16B3748", BLOCK)
+    mark = Watermark.parse(
+        f"{(1 << 32) + 90}:{(1 << 32) + 120}:{(1 << 32) + 95},{(1 << 32) + 101}", "0/16B3748", BLOCK
+    )
     assert mark.in_progress == {95, 101}
     assert mark.until == 0x16B3748
     assert Watermark.parse("100:100:", "0/10", BLOCK).in_progress == frozenset()
