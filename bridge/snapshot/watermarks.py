@@ -17,8 +17,9 @@ xids) and `pg_current_wal_insert_lsn()` (H) together; the chunk's SELECT then se
   standby's wait, which lasts until the bridge confirms it, or plain scheduling) would
   make the rows of the keys it changed older than changes already sent. The snapshotter
   remembers the keys each xid changed since the last snapshot (`Streamed`); the rows of
-  the keys changed by one of S's in-progress xids are dropped (the chunk is read again
-  later when those keys are not known: a TRUNCATE, or more than `_KEYS_PER_XID`).
+  the keys changed by an xid S does not see (in progress, or at or past its xmax) are
+  dropped (the chunk is read again later when those keys are not known: a TRUNCATE, or
+  more than `_KEYS_PER_XID`).
 
 Debezium's PostgreSQL read-only snapshot orders by xid alone (its window closes at the
 first event whose xid is past both watermarks' xmax, or on a heartbeat); the WAL position
@@ -44,9 +45,11 @@ _LONG_HEADER: Final = 40
 
 
 class Watermark(NamedTuple):
-    """What a chunk read saw: S's in-progress xids (low 32 bits, as the stream's xids are)
-    and the position below which every commit record of a transaction S sees starts."""
+    """What a chunk read saw: S's xmax and in-progress xids (64-bit, as
+    `pg_current_snapshot()` prints them), and the position below which every commit
+    record of a transaction S sees starts."""
 
+    xmax: int
     in_progress: frozenset[int]
     until: int
 
@@ -54,14 +57,24 @@ class Watermark(NamedTuple):
     def parse(cls, snapshot: str, insert_lsn: str, wal_block_size: int) -> Watermark:
         """From `pg_current_snapshot()::text` ("xmin:xmax:xip,...") and the insert LSN."""
         try:
-            _, _, xip = snapshot.split(":")
-            in_progress = frozenset(int(x) & _XID32 for x in xip.split(",") if x)
+            _, xmax, xip = snapshot.split(":")
+            in_progress = frozenset(int(x) for x in xip.split(",") if x)
+            bound = record_bound(int(LSN.parse(insert_lsn)), wal_block_size)
+            return cls(int(xmax), in_progress, bound)
         except ValueError:
             raise SourceError(
                 f"unexpected pg_current_snapshot() output {snapshot!r}",
                 hint="snapshot.read_only needs PostgreSQL 13 or later",
             ) from None
-        return cls(in_progress, record_bound(int(LSN.parse(insert_lsn)), wal_block_size))
+
+    def sees(self, xid: int) -> bool:
+        """Whether S sees the committed transaction `xid` (32 bits, as the stream's BEGIN
+        has it). Not when S lists it in progress, nor at or past S's xmax: xmax is the
+        newest *completed* xid + 1, so a transaction whose commit record is written but
+        that is still in the proc array (waiting for a synchronous standby) can be there."""
+        diff = (xid - self.xmax) & _XID32  # its full xid: the one within 2^31 of xmax
+        full = self.xmax + (diff - (1 << 32) if diff >= 1 << 31 else diff)
+        return full < self.xmax and full not in self.in_progress
 
 
 class Streamed:
@@ -92,8 +105,9 @@ class Streamed:
             self._keys[xid] = self._current = None
 
     def settle(self, mark: Watermark) -> dict[int, set[Key] | None]:
-        """Forget the xids `mark`'s snapshot sees; the others, with their keys."""
-        self._keys = {x: k for x, k in self._keys.items() if x & _XID32 in mark.in_progress}
+        """Forget the xids `mark`'s snapshot sees (every later snapshot sees them too);
+        the others, with their keys."""
+        self._keys = {x: k for x, k in self._keys.items() if not mark.sees(x)}
         if self._xid is not None and self._xid not in self._keys:
             self._current = None  # the transaction at hand is seen: nothing more to keep
         self.size = len(self._keys) + sum(len(k) for k in self._keys.values() if k is not None)

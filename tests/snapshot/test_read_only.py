@@ -27,7 +27,7 @@ from waiting import wait_for
 from bridge.config import Config
 from bridge.eos import read_last_value
 
-from .helpers import TopicReader, Writer, make_table, same_state
+from .helpers import TopicReader, Writer, keyed_state, make_table, same_state, table_state
 
 Settings = Callable[..., dict[str, Any]]
 
@@ -181,6 +181,23 @@ class JsonTopic:
         self._consumer.close()
 
 
+def _differences(reader: TopicReader, conn: psycopg.Connection[Any], table: str) -> object:
+    """The keys whose state differs, each with its table row and its records' history."""
+    kept, rows = keyed_state(reader.records), table_state(conn, table)
+    keys = sorted(k for k in kept.keys() | rows.keys() if kept.get(k) != rows.get(k))
+    history = {
+        key: [
+            (r.value["op"], r.value["source"]["txId"], (r.value["after"] or {}).get("v"))
+            if r.value
+            else None
+            for r in reader.records
+            if r.key and r.key["id"] == key
+        ]
+        for key in keys[:5]
+    }
+    return {"differing": len(keys), "rows": {k: rows.get(k) for k in keys[:5]}, "history": history}
+
+
 def _reads(reader: TopicReader) -> Counter[int]:
     return Counter(r.key["id"] for r in reader.read() if r.key and r.value and r.value["op"] == "r")
 
@@ -216,7 +233,12 @@ def test_read_only_snapshot_during_writes(
     wait_for(lambda: read_only.done("ro-1"), 120, "the read-only snapshot to finish")
     writer.wait_transactions(20)
     writer.stop()
-    wait_for(lambda: same_state(reader, pg_conn, "t"), 60, "Kafka to hold the table's state")
+    wait_for(
+        lambda: same_state(reader, pg_conn, "t"),
+        60,
+        "Kafka to hold the table's state",
+        detail=lambda: _differences(reader, pg_conn, "t"),
+    )
     reads = _reads(reader)
     assert reads and max(reads.values()) == 1
     records = [r for r in reader.read() if r.value and r.value["op"] == "r"]
@@ -341,8 +363,9 @@ def _synchronous(conn: psycopg.Connection[Any], slot: str) -> Iterator[None]:
 
 
 def test_changes_delivered_but_not_yet_visible_win_over_the_chunk(
+    stack: Any,
+    pg_db: str,
     pg_conn: psycopg.Connection[Any],
-    pg_dsn: str,
     read_only: ReadOnlyBridge,
     topic: Any,
     slot_name: str,
@@ -351,13 +374,21 @@ def test_changes_delivered_but_not_yet_visible_win_over_the_chunk(
     bridge = read_only.start(chunk_size=50)
     wait_slot_active(pg_conn, slot_name, bridge)
     with caplog.at_level(logging.DEBUG, "bridge.snapshot"), _synchronous(pg_conn, slot_name):
-        writer = Writer(pg_dsn, "a", 250).start()
+        # the stack runs with synchronous_commit off: on for the writer, so its commits wait
+        writer = Writer(stack.dsn(pg_db, options="-c synchronous_commit=on"), "a", 250).start()
         writer.wait_transactions(3)
+        state = pg_conn.execute("SELECT sync_state FROM pg_stat_replication").fetchall()
+        assert state == [("sync",)]
         read_only.signal("ro-3", "execute-snapshot", {"data-collections": ["public.a"]})
         wait_for(lambda: read_only.done("ro-3"), 120, "the snapshot to finish")
         writer.stop()
     reader = topic("public.a")
-    wait_for(lambda: same_state(reader, pg_conn, "a"), 60, "Kafka to hold the table's state")
+    wait_for(
+        lambda: same_state(reader, pg_conn, "a"),
+        60,
+        "Kafka to hold the table's state",
+        detail=lambda: _differences(reader, pg_conn, "a"),
+    )
     assert max(_reads(reader).values()) == 1
     assert "key(s) changed by streamed transactions" in caplog.text
     bridge.stop()

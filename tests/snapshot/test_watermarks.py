@@ -10,14 +10,21 @@ from bridge.snapshot.watermarks import Streamed, Watermark, record_bound
 BLOCK = 8192
 
 
-def test_in_progress_xids_compare_by_their_low_32_bits() -> None:
-    # xid8 values of epoch 1 (2^32 + n): the stream's xids are 32-bit
+def test_what_a_snapshot_sees_of_the_streams_32_bit_xids() -> None:
+    epoch = 1 << 32  # xid8 values of epoch 1 (2^32 + n); the stream's xids are 32-bit
     mark = Watermark.parse(
-        f"{(1 << 32) + 90}:{(1 << 32) + 120}:{(1 << 32) + 95},{(1 << 32) + 101}", "0/16B3748", BLOCK
+        f"{epoch + 90}:{epoch + 120}:{epoch + 95},{epoch + 101}", "0/16B3748", BLOCK
     )
-    assert mark.in_progress == {95, 101}
     assert mark.until == 0x16B3748
-    assert Watermark.parse("100:100:", "0/10", BLOCK).in_progress == frozenset()
+    assert mark.sees(80) and mark.sees(99)
+    assert not mark.sees(95) and not mark.sees(101)  # in progress
+    # at or past xmax (the newest completed xid + 1): committed in the WAL, perhaps
+    # delivered already, but still in the proc array (a synchronous standby's wait)
+    assert not mark.sees(120) and not mark.sees(125)
+    # an epoch boundary between the two: 2^32 - 6 is the previous epoch's
+    wrapped = Watermark.parse(f"{epoch - 10}:{epoch + 5}:{epoch + 2}", "0/10", BLOCK)
+    assert wrapped.sees((1 << 32) - 6) and wrapped.sees(3) and not wrapped.sees(2)
+    assert not wrapped.sees(5)
 
 
 def test_streamed_keys_of_transactions_a_snapshot_does_not_see_are_stale() -> None:
@@ -31,10 +38,11 @@ def test_streamed_keys_of_transactions_a_snapshot_does_not_see_are_stale() -> No
     assert streamed.stale(mark, 7) == {b"k1", b"k2"}  # k3's row has 99's change
     assert streamed.size == 1 + 3  # 99 forgotten: every later snapshot sees it
     streamed.add(95, 7, [b"k4"], whole=False)  # the transaction at hand goes on
-    assert streamed.stale(mark, 7) == {b"k1", b"k2", b"k4"}
-    assert streamed.stale(Watermark.parse("120:120:", "0/10", BLOCK), 7) == set()
+    streamed.add(121, 7, [b"k6"], whole=False)  # delivered, past xmax: not seen either
+    assert streamed.stale(mark, 7) == {b"k1", b"k2", b"k4", b"k6"}
+    assert streamed.stale(Watermark.parse("122:122:", "0/10", BLOCK), 7) == set()
     assert streamed.size == 0
-    streamed.add(95, 7, [b"k5"], whole=False)  # seen by now: nothing more to keep
+    streamed.add(121, 7, [b"k5"], whole=False)  # seen by now: nothing more to keep
     assert streamed.size == 0
 
 
