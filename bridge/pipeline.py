@@ -92,12 +92,17 @@ class Snapshots(Protocol):
     def is_private(self, relation: Relation) -> bool: ...
 
 
+Emit = tuple[str, bytes | None, bytes | None]
+
+
 class Incremental(Protocol):
-    def on_change(
-        self, change: Change, records: list[Record], tx: TxSource
-    ) -> list[tuple[str, bytes | None, bytes | None]]: ...
+    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]: ...
 
     def on_acknowledged(self, lsn: int) -> None: ...
+
+    def on_idle(self, position: int, emit: Callable[[list[Emit]], Callable[[], bool]]) -> bool:
+        """The stream is idle at `position`; `emit` sends records between transactions and
+        returns whether Kafka confirmed them. True: ask the server how far the stream is."""
 
 
 class Outbox(Protocol):
@@ -443,6 +448,28 @@ class Pipeline:
         if self.heartbeat.due(now):
             self.heartbeat.beat(now)
         self._acknowledge(quiet=True)
+        if self.incremental is not None and self._tx is None:
+            idle_at = self.assembler.idle_wal_end()
+            if idle_at is not None and self.incremental.on_idle(
+                max(idle_at, self.stream.server_wal_end), self._emit_between
+            ):
+                self.stream.send_status(reply=True)  # a keepalive tells how far decoding is
+
+    def _emit_between(self, records: list[Emit]) -> Callable[[], bool]:
+        """Records of no PostgreSQL transaction (an incremental snapshot's chunk whose
+        window closed while the stream was idle), tracked like one that ends nowhere: the
+        flush position passes later transactions only once they are delivered. Returns
+        whether Kafka confirmed them all (exactly-once: committed here and now, so a
+        confirmed record is never one of an aborted Kafka transaction)."""
+        self._tx = handle = self.tracker.open_tx()
+        self._tx_records = 0
+        for record in records:
+            self._send(*record)
+        self.tracker.close_tx(handle, 0)
+        self._tx = None
+        if self.eos is not None:
+            self.eos.commit()
+        return lambda: handle.complete
 
     def _read_snapshot(self) -> None:
         """Read the pending snapshot now that every transaction it sees was received.

@@ -122,13 +122,19 @@ def judge(record: Record | None, systemid: str, slot: slots.SlotInfo | None) -> 
     return None
 
 
+def state_topic(cfg: Config) -> str:
+    """The compacted topic of the bridge's own state (`kafka.state_topic`): slot positions
+    here, read-only incremental snapshot runs (`bridge.snapshot.runstate`)."""
+    return cfg.kafka.state_topic or f"{cfg.kafka.topic_prefix}.bridge_state"
+
+
 class StateTopic:
     """Reads and writes the records of one slot; a plain idempotent producer of its own, so
     the records stay outside exactly-once transactions and never wait for one."""
 
     def __init__(self, cfg: Config) -> None:
         kafka = cfg.kafka
-        self.topic = kafka.state_topic or f"{kafka.topic_prefix}.bridge_state"
+        self.topic = state_topic(cfg)
         self.key = cfg.source.slot_name.encode()
         self.timeout = kafka.request_timeout_s * 3
         self._client = kafka_client_config(kafka)  # a refused login stops the bridge
