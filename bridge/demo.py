@@ -252,7 +252,7 @@ def shop_demo(
             _delivered(conn, cfg, bridge)
             for table in TABLES:
                 _show_topic(cfg, f"{name}.public.{table}")
-            _section("2. Spark: one streaming query applies every topic to a Delta table of its own")
+            _section("2. Spark: one streaming query applies each topic to its own Delta table")
             query = _start_lake(spark, cfg, lake)
             try:
                 query.processAllAvailable()
