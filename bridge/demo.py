@@ -365,13 +365,20 @@ def _show_topic(cfg: Config, topic: str) -> None:
         )
     print(f"\nKafka topic {topic}, as a plain Avro consumer reads it (key -> op: row):")
     for key, value in records:
-        shown_key = _fields(key)
-        if value is None:
-            print(f"  {shown_key} -> tombstone (null value: compaction may drop the key)")
-        else:
-            row = value["after"] if value["after"] is not None else value["before"]
-            op = value["op"]
-            print(f"  {shown_key} -> {op} ({OPS.get(op, op)}): {_fields(row)}")
+        print(f"  {_record_line(key, value)}")
+
+
+def _record_line(key: dict[str, Any], value: dict[str, Any] | None) -> str:
+    """One record: its key, op and after-image; a delete's before-image holds only the
+    key under the default replica identity, so its unsent (null) columns are left out."""
+    if value is None:
+        return f"{_fields(key)} -> tombstone (null value: compaction may drop the key)"
+    op = value["op"]
+    if value["after"] is not None:
+        row = value["after"]
+    else:
+        row = {k: v for k, v in (value["before"] or {}).items() if v is not None}
+    return f"{_fields(key)} -> {op} ({OPS.get(op, op)}): {_fields(row)}"
 
 
 def _start_lake(spark: SparkSession, cfg: Config, lake: str) -> StreamingQuery:
