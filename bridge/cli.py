@@ -270,7 +270,7 @@ def external_load(
 def demo(
     keep: Annotated[bool, typer.Option(help="Keep the stack running until Ctrl-C.")] = False,
 ) -> None:
-    """Start the local stack (PostgreSQL, Kafka, registry), make changes, show them arrive."""
+    """Start the local stack, change two tables, show the changes arrive in Kafka and Delta."""
     try:
         run_demo(keep=keep)
     except BridgeError as exc:
