@@ -163,7 +163,8 @@ class _Column:
 
     def _no_binary(self, raw: bytes) -> Any:
         raise SchemaError(
-            f"{self.table}.{self.pg_name}: type oid {self.type_oid} has no binary decoder",
+            f"{self.table}.{self.pg_name} ({self.pg_type}, oid {self.type_oid}): the type has "
+            "no binary decoder",
             hint="set source.binary: false (text mode handles every type)",
         )
 
