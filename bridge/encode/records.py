@@ -484,7 +484,7 @@ class ChangeEncoder:
             fill = None
             if old is not None and change.old_kind == "O":
                 key, fill = plan.write_columns(old.kinds, old.values)
-                before = key, plan.join(fill)
+                before = key, b"".join(fill)
             toast = Toast(fill, self.toast_mode == "placeholder")
         if old is not None and before is None:
             before = self._write(old, None)
