@@ -12,6 +12,9 @@ bigint, text, numeric(12,2), timestamptz, bool, jsonb, uuid, float8 and date. Li
   records   ChangeEncoder.records on an insert: the whole Debezium envelope
             (before/after/source/op/ts_ms/...) and the key, both framed, by the one
             encoder of the table version (bridge/encode/plan.py) the pipeline uses
+  defaulted the `records` line for the table whose columns were all added with a
+            DEFAULT (each field a [T, "null"] union with the first row's values as
+            defaults, as the catalog's attmissingval makes them)
   convert   the column converters alone (PostgreSQL text -> Python values, a dict)
   envelope  fastavro schemaless_writer of the envelope for already converted rows
   flat      fastavro schemaless_writer of the converted row as a flat record (the
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
 from bridge.encode.avro import compile_writer
 from bridge.encode.columns import codec_of
+from bridge.encode.defaults import missing_defaults, without_key
 from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
@@ -105,11 +109,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     n = args.rows
 
-    table = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "b")
+    details = TableDetails(("id",), {})
+    table = TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b")
     encoder = ChangeEncoder(table, 1, 2)
     assert table.key_schema is not None
     tx = TxSource(SourceBlock("b", "bench", "bench"), 1234, 0x1_0000_0000, 0)
     rows = text_rows(n)
+    relation, keyless = without_key(RELATION, details)
+    first = zip(RELATION.columns, rows[0].values, strict=True)
+    missing = {column.name: (v or b"").decode() for column, v in first}
+    defaults = missing_defaults(
+        TableCodec(relation, StaticCatalog(), keyless, DEFAULT_OPTIONS, "b"), missing
+    )
+    defaulted = ChangeEncoder(
+        TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b", defaults=defaults),
+        1,
+        2,
+    )
     changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
     parsers = [
         (name, codec_of(t).text) for name, t in zip(table.field_names, table.types, strict=True)
@@ -158,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         assert fast_envelope(datum) == buf.getvalue()
     lines = {
         "records": best_rate(n, args.repeat, lambda: records(encoder)),
+        "defaulted": best_rate(n, args.repeat, lambda: records(defaulted)),
         "convert": best_rate(n, args.repeat, convert),
         "envelope": best_rate(n, args.repeat, lambda: write_all(envelope_schema, envelopes)),
         "flat": best_rate(n, args.repeat, lambda: write_all(flat_schema, converted)),

@@ -31,9 +31,9 @@ from typing import Any, Final
 
 from bridge.config import OutboxConfig, java_regex, java_replacement
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, Relation, TupleData
-from bridge.encode.columns import Converter, codec_of
+from bridge.encode.columns import BAD_INPUT, Converter, codec_of
 from bridge.encode.records import Headers, framed_writer
-from bridge.errors import ConfigError, SchemaError
+from bridge.errors import ConfigError, SchemaError, ValueConversionError
 from bridge.events.model import Change
 from bridge.registry import Registry, subject_name
 from bridge.routing import kafka_safe
@@ -58,7 +58,10 @@ class _Field:
             )
         t = table.types[table.kept.index(index)]
         codec = codec_of(t)
-        self.label = f"{relation.namespace}.{relation.name}.{name}"
+        self.table = f"{relation.namespace}.{relation.name}"
+        self.column = name
+        self.pg_type = t.pg_type_name
+        self.label = f"{self.table}.{name}"
         self.index = index
         self.avro: list[Any] = ["null", t.avro_schema]
         self.type_name: str = t.avro_schema.get("type", "value")
@@ -72,14 +75,21 @@ class _Field:
         kind, raw = self.raw(row)
         if kind == KIND_NULL or raw is None:
             return None
-        if kind == KIND_TEXT:
-            return self._text(raw)
-        if kind == KIND_BINARY and self._binary is not None:
-            return self._binary(raw)
-        raise SchemaError(
-            f"{self.label}: an outbox value arrived without its data (kind {chr(kind)!r})",
-            hint="an inserted row carries every value; report this with the table definition",
-        )
+        convert = self._text if kind == KIND_TEXT else self._binary
+        if kind not in (KIND_TEXT, KIND_BINARY) or convert is None:
+            raise SchemaError(
+                f"{self.label}: an outbox value arrived without its data (kind {chr(kind)!r})",
+                hint="an inserted row carries every value; report this with the table definition",
+            )
+        try:
+            return convert(raw)
+        except BAD_INPUT as exc:
+            raise self.error(raw, exc) from exc
+
+    def error(self, value: object, reason: Exception) -> ValueConversionError:
+        """A value of this column that cannot be converted or written, as the table
+        encoder reports one (table, column and type named)."""
+        return ValueConversionError(self.table, self.column, self.pg_type, value, reason)
 
     def text(self, row: TupleData) -> bytes | None:
         """PostgreSQL's text of the value (its converted form's, in binary mode)."""
@@ -192,6 +202,6 @@ class OutboxRouter:
             for field, is_key in ((table.key, True), (table.payload, False)):
                 subject = subject_name(self._registry.strategy, topic, field.type_name, is_key)
                 schema_id = self._registry.register(subject, field.avro, table=label)
-                made.append(framed_writer(field.avro, schema_id, field.label))
+                made.append(framed_writer(field.avro, schema_id, error=field.error))
             writers = table.writers[topic] = (made[0], made[1])
         return writers

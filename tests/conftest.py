@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import importlib.util
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 from compiled import ROOT, stale_build_message
 from stack_module import load_stack_module
+
+if TYPE_CHECKING:
+    from snapshot.helpers import TopicReader
 
 STACK_FIXTURES = {
     "stack",
@@ -174,3 +177,21 @@ def publication_name() -> str:
 @pytest.fixture
 def topic_prefix() -> str:
     return _unique("t")
+
+
+@pytest.fixture
+def topic_readers(stack: Any) -> Iterator[Callable[[str], TopicReader]]:
+    """`topic_readers(topic)`: a TopicReader of the stack's Kafka, closed after the test
+    (before the stack stops)."""
+    # imported late: it imports `bridge`, which must not load before the stale-build check
+    from snapshot.helpers import TopicReader  # noqa: PLC0415
+
+    made: list[TopicReader] = []
+
+    def make(topic: str) -> TopicReader:
+        made.append(TopicReader(stack.kafka_bootstrap, stack.registry_url, topic))
+        return made[-1]
+
+    yield make
+    for reader in made:
+        reader.close()

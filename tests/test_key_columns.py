@@ -4,7 +4,7 @@ columns, for a table without a primary key and for a business key."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,19 +43,6 @@ def test_key_columns_must_be_in_the_replica_identity() -> None:
         _codec((1, 1), ("nope",))
 
 
-@pytest.fixture
-def reader(stack: Any) -> Iterator[Callable[[str], TopicReader]]:
-    made: list[TopicReader] = []
-
-    def make(topic: str) -> TopicReader:
-        made.append(TopicReader(stack.kafka_bootstrap, stack.registry_url, topic))
-        return made[-1]
-
-    yield make
-    for topic_reader in made:
-        topic_reader.close()
-
-
 def _state(records: list[Rec], key: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
     state: dict[tuple[Any, ...], Any] = {}
     for rec in records:
@@ -76,7 +63,7 @@ def test_records_are_keyed_by_the_chosen_columns(
     publication_name: str,
     topic_prefix: str,
     tmp_path: Path,
-    reader: Callable[[str], TopicReader],
+    topic_readers: Callable[[str], TopicReader],
 ) -> None:
     pg_conn.execute("CREATE TABLE nopk (code text NOT NULL, region text NOT NULL, v int)")
     pg_conn.execute("CREATE TABLE orders (id int PRIMARY KEY, order_no text NOT NULL, v int)")
@@ -88,8 +75,8 @@ def test_records_are_keyed_by_the_chosen_columns(
     settings["avro"] = {
         "key_columns": {r"public\.nopk": ["code", "region"], r"public\.orders": ["order_no"]}
     }
-    nopk = reader(f"{topic_prefix}.public.nopk")
-    orders = reader(f"{topic_prefix}.public.orders")
+    nopk = topic_readers(f"{topic_prefix}.public.nopk")
+    orders = topic_readers(f"{topic_prefix}.public.orders")
     with running(Config(**settings)) as bridge:
         pg_conn.execute("INSERT INTO nopk VALUES ('a', 'eu', 1), ('b', 'us', 2), ('a', 'us', 3)")
         pg_conn.execute("UPDATE nopk SET v = 10 WHERE code = 'a' AND region = 'eu'")

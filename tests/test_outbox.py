@@ -20,8 +20,13 @@ from delivery.helpers import bridge_settings
 from running import running, start
 from waiting import wait_for
 
-from bridge.config import Config, java_regex, java_replacement
-from bridge.errors import ConfigError
+from bridge.config import Config, OutboxConfig, java_regex, java_replacement
+from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
+from bridge.errors import ConfigError, ValueConversionError
+from bridge.events.model import Change
+from bridge.outbox import OutboxRouter
+from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
+from bridge.schema.table import TableCodec, TableDetails
 
 _OUTBOX_DDL = """
 CREATE TABLE outboxevent (
@@ -189,3 +194,58 @@ def test_outbox_errors_stop_the_bridge(
     failure = bridge.join()
     assert isinstance(failure, ConfigError)
     assert error in str(failure)
+
+
+class _Registry:
+    """Registers every subject as schema id 1 (the unit test below needs no registry)."""
+
+    strategy = "topic"
+
+    def register(self, subject: str, schema: Any, *, table: str) -> int:
+        return 1
+
+
+NUMERIC_5_2 = ((5 << 16) | 2) + 4
+_OUTBOX_COLUMNS = (
+    ("id", 2950, -1),
+    ("aggregatetype", 1043, -1),
+    ("aggregateid", 1043, -1),
+    ("type", 1043, -1),
+    ("payload", 1700, NUMERIC_5_2),
+)
+_OUTBOX = Relation(
+    None,
+    9,
+    "public",
+    "outboxevent",
+    "d",
+    tuple(Column(int(n == "id"), n, oid, typmod) for n, oid, typmod in _OUTBOX_COLUMNS),
+)
+_EVENT_ID = b"00000000-0000-0000-0000-000000000001"
+
+
+@pytest.mark.parametrize(
+    ("values", "column", "pg_type"),
+    [
+        ((_EVENT_ID, b"\xff", b"o-1", b"Created", b"1.50"), "aggregatetype", "varchar"),
+        ((_EVENT_ID, b"Order", b"o-\xff", b"Created", b"1.50"), "aggregateid", "varchar"),
+        # converted, but beyond numeric(5,2): its writer refuses it
+        ((_EVENT_ID, b"Order", b"o-1", b"Created", b"12345.67"), "payload", "numeric"),
+    ],
+)
+def test_an_outbox_value_that_cannot_be_written_names_table_column_and_type(
+    values: tuple[bytes, ...], column: str, pg_type: str
+) -> None:
+    def codec_for(relation: Relation) -> TableCodec:
+        return TableCodec(
+            relation, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv"
+        )
+
+    cfg = OutboxConfig(tables=[r"public\.outboxevent"], headers={"type": "eventType"})
+    router = OutboxRouter(cfg, codec_for, _Registry(), lambda topic: None)
+    row = TupleData(bytes([KIND_TEXT] * len(values)), values)
+    with pytest.raises(ValueConversionError) as raised:
+        router.route(Change("c", _OUTBOX, "", None, row, 0, (_OUTBOX,), 0, None))
+    error = raised.value
+    assert (error.table, error.column, error.pg_type) == ("public.outboxevent", column, pg_type)
+    assert f"public.outboxevent.{column} ({pg_type}): cannot encode the value" in str(error)

@@ -13,7 +13,9 @@ Everything unusual is handled here too, for text and binary tuples alike: an unc
 TOASTed value (filled from a REPLICA IDENTITY FULL old row, a placeholder, or NULL and
 listed), a NaN numeric (NULL), a NULL key column, a value its schema cannot hold and a
 column count that disagrees with the Relation message each end in a typed error
-(`ValueConversionError`, `ProtocolError`, `SchemaError`). Equality with fastavro on the
+(`ValueConversionError`, `ProtocolError`, `SchemaError`). A field with a default lists its
+union's value branch first ([T, "null"]); each column carries its own branch bytes, so such a
+field takes the same path as any other. Equality with fastavro on the
 registered schema is tested byte for byte (tests/encode/test_plan.py).
 """
 
@@ -52,12 +54,16 @@ _BOOL: Final = 9  # 't' or 'f'
 _TIMESTAMPTZ: Final = 10  # wire_timestamptz, an Avro long
 
 _PACK_DOUBLE: Final = struct.Struct("<d").pack
+# A union's branch index as its first byte (the Avro long 0 or 1, zigzag: 0x00 or 0x02):
+# in ["null", T] (every key field and most row fields) null is branch 0, the value 1; a
+# row field with a default is [T, "null"], the other way round (`_Column.null`, `.some`).
 _NULL: Final = b"\x00"  # union branch 0 of ["null", T]
 _SOME: Final = b"\x02"  # union branch 1 of ["null", T]
-_TRUE: Final = b"\x02\x01"  # branch 1, then the boolean
-_FALSE: Final = b"\x02\x00"
-# Branch 1, then the Avro long of n (zigzag: 2n): the string lengths that take one byte.
-_SOME_SHORT_LENGTHS: Final = tuple(bytes([2, n << 1]) for n in range(64))
+# By the value's branch byte, that byte then the Avro long of n (zigzag: 2n): the string
+# lengths that take one byte.
+_SHORT_LENGTHS: Final = {
+    some: tuple(some + bytes([n << 1]) for n in range(64)) for some in (_NULL, _SOME)
+}
 # numeric's specials: a decimal has none, so they are NULL (ColumnType.may_be_null).
 _NUMERIC_SPECIAL: Final = frozenset((b"NaN", b"Infinity", b"-Infinity"))
 # _Column.integer: how a converted value is encoded without its writer.
@@ -108,6 +114,7 @@ class _Column:
         key_slot: int,
         specials: list[Special],
         rules: tuple[ColumnRule, ...] = (),
+        value_first: bool = False,
     ) -> None:
         codec = codec_of(t)
         avro_type = t.avro_schema.get("type")
@@ -120,6 +127,13 @@ class _Column:
         self.pos = pos  # among the kept columns
         self.key_slot = key_slot  # -1: not a key column
         self.key_nullable = t.may_be_null
+        # The row field's union branches as written: ["null", T], or [T, "null"] for a
+        # column with a default (`value_first`). Each part of the row is written with
+        # these, so such a column costs what any other does.
+        self.null, self.some = (_SOME, _NULL) if value_first else (_NULL, _SOME)
+        self.short_lengths = _SHORT_LENGTHS[self.some]
+        self.true_part = self.some + b"\x01"  # the value's branch, then the boolean
+        self.false_part = self.some + b"\x00"
         self.text = codec.text
         self.has_binary = codec.binary is not None
         self.binary: Converter = codec.binary or self._no_binary
@@ -157,13 +171,14 @@ class _Column:
             or t.wire in (Wire.DECIMAL, Wire.NUMERIC_VARIABLE)
         )
         self.special_text: Converter = special_text(t.wire) or array_text(t) or _utf8
-        self.placeholder = _NULL  # an unchanged TOASTed value in `placeholder` mode
+        self.placeholder = self.null  # an unchanged TOASTed value in `placeholder` mode
         if avro_type in ("string", "bytes") and "logicalType" not in t.avro_schema:
-            self.placeholder = _SOME + _string_body(UNAVAILABLE.encode())
+            self.placeholder = self.some + _string_body(UNAVAILABLE.encode())
 
     def _no_binary(self, raw: bytes) -> Any:
         raise SchemaError(
-            f"{self.table}.{self.pg_name}: type oid {self.type_oid} has no binary decoder",
+            f"{self.table}.{self.pg_name} ({self.pg_type}, oid {self.type_oid}): the type has "
+            "no binary decoder",
             hint="set source.binary: false (text mode handles every type)",
         )
 
@@ -200,11 +215,6 @@ def _utf8(raw: bytes) -> str:
     return raw.decode()
 
 
-def _flip(part: bytes) -> bytes:
-    """A ["null", T] encoding (its first byte the union index, 0 or 1) as [T, "null"]."""
-    return bytes((part[0] ^ 2,)) + part[1:]
-
-
 def _string_body(data: bytes) -> bytes:
     return long_bytes(len(data)) + data
 
@@ -228,6 +238,8 @@ class RowPlan:
         self.label = label
         self.width = len(relation.columns)  # columns in the Relation message
         key_slot = {pos: n for n, pos in enumerate(table.key_positions)}
+        # positions whose row field is [T, "null"] (a default from attmissingval)
+        defaulted = frozenset(table.defaulted)
         # The special values of the row written last (see `take_specials`); empty
         # unless a value fell outside its schema, so the common row costs nothing.
         self.specials: list[Special] = []
@@ -242,16 +254,13 @@ class RowPlan:
                 key_slot.get(pos, -1),
                 self.specials,
                 rules,
+                pos in defaulted,
             )
             for pos, (index, name, t, rules) in enumerate(
                 zip(table.kept, table.field_names, table.types, table.rules, strict=True)
             )
         ]
         self.key_parts = len(key_slot)
-        # Columns whose field is [T, "null"] (a default from attmissingval): written as
-        # ["null", T] like every other, then their union index byte swapped (0 <-> 1 is
-        # 0x00 <-> 0x02) once the row is complete. A table without one pays one test per row.
-        self.flipped = table.defaulted
 
     def check_binary(self) -> None:
         """Binary tuples need a binary converter for every kept column; say which one lacks it."""
@@ -266,14 +275,6 @@ class RowPlan:
         key = self.write_parts(parts, kinds, values, toast)
         return key, b"".join(parts)
 
-    def join(self, columns: list[bytes]) -> bytes:
-        """The row body from `write_columns`' per-column encodings."""
-        if self.flipped:
-            columns = list(columns)
-            for pos in self.flipped:
-                columns[pos] = _flip(columns[pos])
-        return b"".join(columns)
-
     def write_parts(
         self,
         parts: list[bytes],
@@ -284,12 +285,9 @@ class RowPlan:
     ) -> bytes:
         """Append the row record's body to `parts` and return the key record's body (b""
         without a key). Unchanged TOASTed values are NULL without `toast` (an old row);
-        `ends` collects where each column's parts end, every column then encoded as
-        ["null", T] (for `join`, or to fill another row's unchanged values)."""
+        `ends` collects where each column's parts end (`write_columns`)."""
         if len(kinds) != self.width:
             raise self._width_error(kinds)
-        if self.flipped and ends is None:
-            return self._write_flipped(parts, kinds, values, toast)
         keys = [b""] * self.key_parts
         try:
             for column in self.columns:
@@ -302,9 +300,9 @@ class RowPlan:
                     shape = column.text_shape if text else column.binary_shape
                     _write_value(parts, keys, column, shape, text, value)
                 elif kind == KIND_NULL:
-                    parts.append(_NULL)
+                    parts.append(column.null)
                     if column.key_slot >= 0:
-                        _key_from(keys, column, _NULL, None)
+                        _key_from(keys, column, column.null, None)
                 else:
                     _write_absent(parts, keys, column, kind, toast)
                 if ends is not None:
@@ -313,23 +311,6 @@ class RowPlan:
             self._discard_specials(column)
             raise column.error(values[column.index], exc) from exc
         return keys[0] if len(keys) == 1 else b"".join(keys)
-
-    def _write_flipped(
-        self,
-        parts: list[bytes],
-        kinds: bytes,
-        values: tuple[bytes | None, ...],
-        toast: Toast | None,
-    ) -> bytes:
-        """`write_parts` for a table with [T, "null"] fields: written as ["null", T], then
-        each such column's first part (its union index) swapped."""
-        start = len(parts)
-        ends: list[int] = []
-        key = self.write_parts(parts, kinds, values, toast, ends)
-        for pos in self.flipped:
-            at = ends[pos - 1] if pos else start
-            parts[at] = _flip(parts[at])
-        return key
 
     def _discard_specials(self, column: _Column) -> None:
         """A row that is not written: nor are its special values."""
@@ -348,7 +329,7 @@ class RowPlan:
         self, kinds: bytes, values: tuple[bytes | None, ...]
     ) -> tuple[bytes, list[bytes]]:
         """The key body and each column's encoding apart: an old row whose values fill
-        the new row's unchanged TOASTed columns."""
+        the new row's unchanged TOASTed columns (joined, they are its row body)."""
         parts: list[bytes] = []
         ends: list[int] = []
         key = self.write_parts(parts, kinds, values, None, ends)
@@ -377,12 +358,12 @@ def _write_absent(
     """An unchanged TOASTed value: the old row's, the placeholder, or NULL."""
     if kind != KIND_UNCHANGED:
         raise ProtocolError("tuple", 0, f"{column.table}.{column.pg_name}: unknown kind {kind}")
-    part = _NULL
+    part = column.null
     if toast is not None:
         fill = toast.fill
         if fill is not None:
             part = fill[column.pos]
-        if part == _NULL:
+        if part == column.null:
             if toast.placeholders:
                 part = column.placeholder
             toast.unchanged.append(column.name)
@@ -392,14 +373,14 @@ def _write_absent(
 
 
 def _key_from(keys: list[bytes], column: _Column, part: bytes, value: object) -> None:
-    """A key column's part from its row part (["null", T] in the row; T in the key unless
-    the type can convert to NULL)."""
-    if column.key_nullable:
-        keys[column.key_slot] = part
-    elif part == _NULL:
-        raise column.error(value, "NULL in a column of the record key")
+    """A key column's part from its row part (NULL or a value, in the row field's union):
+    T in the key, or ["null", T] where the type can convert to NULL."""
+    if part == column.null:
+        if not column.key_nullable:
+            raise column.error(value, "NULL in a column of the record key")
+        keys[column.key_slot] = _NULL
     else:
-        keys[column.key_slot] = part[1:]
+        keys[column.key_slot] = _SOME + part[1:] if column.key_nullable else part[1:]
 
 
 def _write_value(
@@ -417,9 +398,9 @@ def _write_value(
             v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
         n = len(v)
         if n < 64:
-            parts.append(_SOME_SHORT_LENGTHS[n])
+            parts.append(column.short_lengths[n])
         else:
-            parts.append(_SOME)
+            parts.append(column.some)
             parts.append(long_bytes(n))
         parts.append(v)
         if column.key_slot >= 0:
@@ -440,12 +421,12 @@ def _write_converted(
     parts: list[bytes], keys: list[bytes], column: _Column, x: Any, raw: bytes
 ) -> None:
     if x is None:
-        parts.append(_NULL)
+        parts.append(column.null)
         if column.key_slot >= 0:
-            _key_from(keys, column, _NULL, raw)
+            _key_from(keys, column, column.null, raw)
         return
     body = _encode(column, x)
-    parts.append(_SOME)
+    parts.append(column.some)
     parts.append(body)
     if column.key_slot >= 0:
         keys[column.key_slot] = _SOME + body if column.key_nullable else body
@@ -468,13 +449,13 @@ def _write_inline(parts: list[bytes], column: _Column, shape: int, v: bytes) -> 
     """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
     if shape == _BOOL:
         if v == b"t":
-            parts.append(_TRUE)
+            parts.append(column.true_part)
         elif v == b"f":
-            parts.append(_FALSE)
+            parts.append(column.false_part)
         else:
             raise ValueError("a boolean is 't' or 'f'")
         return
-    parts.append(_SOME)
+    parts.append(column.some)
     if shape == _DOUBLE:
         parts.append(_PACK_DOUBLE(float(v)))
     elif shape == _INT:

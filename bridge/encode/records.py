@@ -21,7 +21,7 @@ from bridge.decode.messages import KIND_UNCHANGED, PG_EPOCH_OFFSET_US, TupleData
 from bridge.encode.avro import Writer, compile_value_writer, compile_writer, long_bytes
 from bridge.encode.columns import BAD_INPUT
 from bridge.encode.plan import RowBodies, RowPlan, Toast
-from bridge.errors import SchemaError
+from bridge.errors import BridgeError, SchemaError
 from bridge.events.model import Change
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import TableCodec
@@ -62,11 +62,16 @@ def record_size(key: bytes | None, value: bytes | None, headers: Headers | None)
 
 
 def framed_writer(
-    schema: dict[str, Any] | list[Any], schema_id: int, label: str = "record"
+    schema: dict[str, Any] | list[Any],
+    schema_id: int,
+    label: str = "record",
+    *,
+    error: Callable[[Any, Exception], BridgeError] | None = None,
 ) -> Callable[[Any], bytes]:
     """Encoder for one registered schema: Confluent header + Avro binary body (compiled
-    by `bridge.encode.avro`). A value the schema cannot hold is a SchemaError naming
-    `label`, not a bare ValueError."""
+    by `bridge.encode.avro`). A value the schema cannot hold raises `error(value, exc)`
+    (a column's value: the error naming table, column and type), else a SchemaError
+    naming `label`; never a bare ValueError."""
     header = _HEADER.pack(0, schema_id)
     body = compile_writer(schema)
 
@@ -74,6 +79,8 @@ def framed_writer(
         try:
             return header + body(datum)
         except BAD_INPUT as exc:
+            if error is not None:
+                raise error(datum, exc) from exc
             raise SchemaError(
                 f"{label}: a value does not fit its Avro schema: {exc!r}",
                 hint="report this with the table definition; the change was not produced",
@@ -477,7 +484,7 @@ class ChangeEncoder:
             fill = None
             if old is not None and change.old_kind == "O":
                 key, fill = plan.write_columns(old.kinds, old.values)
-                before = key, plan.join(fill)
+                before = key, b"".join(fill)
             toast = Toast(fill, self.toast_mode == "placeholder")
         if old is not None and before is None:
             before = self._write(old, None)

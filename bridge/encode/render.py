@@ -104,12 +104,31 @@ def render_circle(data: bytes) -> str:
     return f"<{_pair(x, y)},{float8_text(radius)}>"
 
 
-# Complex on purpose (C901): RFC 5952 text form: the longest zero run, embedded IPv4, as
-# PostgreSQL prints it.
-def _ipv6_text(addr: bytes) -> str:  # noqa: C901
+def _ipv6_text(addr: bytes) -> str:
     """inet_net_ntop_ipv6 without the mask: longest zero run (>= 2 words) as "::",
     embedded IPv4 for ::a.b.c.d and ::ffff:a.b.c.d."""
     words = [addr[i] << 8 | addr[i + 1] for i in range(0, 16, 2)]
+    base, length = _zero_run(words)
+    out: list[str] = []
+    for i in range(8):
+        if base <= i < base + length:
+            if i == base:
+                out.append(":")
+            continue
+        if i:
+            out.append(":")
+        if i == 6 and _embeds_ipv4(words, base, length):
+            out.append(".".join(map(str, addr[12:])))
+            break
+        out.append(f"{words[i]:x}")
+    if length and base + length == 8:
+        out.append(":")
+    return "".join(out)
+
+
+def _zero_run(words: list[int]) -> tuple[int, int]:
+    """(start, length) of the first longest run of zero words; (-1, 0) when none has two
+    or more (a single zero word is written out)."""
     best_base, best_len, cur_base, cur_len = -1, 0, -1, 0
     for i, word in enumerate([*words, 1]):  # sentinel closes a trailing run
         if word == 0:
@@ -118,31 +137,15 @@ def _ipv6_text(addr: bytes) -> str:  # noqa: C901
             if best_base == -1 or cur_len > best_len:
                 best_base, best_len = cur_base, cur_len
             cur_base = -1
-    if best_len < 2:
-        best_base = -1
-    out: list[str] = []
-    for i in range(8):
-        if best_base != -1 and best_base <= i < best_base + best_len:
-            if i == best_base:
-                out.append(":")
-            continue
-        if i:
-            out.append(":")
-        if (
-            i == 6
-            and best_base == 0
-            and (
-                best_len == 6
-                or (best_len == 7 and words[7] != 1)
-                or (best_len == 5 and words[5] == 0xFFFF)
-            )
-        ):
-            out.append(".".join(map(str, addr[12:])))
-            break
-        out.append(f"{words[i]:x}")
-    if best_base != -1 and best_base + best_len == 8:
-        out.append(":")
-    return "".join(out)
+    return (best_base, best_len) if best_len >= 2 else (-1, 0)
+
+
+def _embeds_ipv4(words: list[int], base: int, length: int) -> bool:
+    """Whether the last two words are printed as IPv4, as PostgreSQL does: ::a.b.c.d (but
+    not ::1) and ::ffff:a.b.c.d."""
+    return base == 0 and (
+        length == 6 or (length == 7 and words[7] != 1) or (length == 5 and words[5] == 0xFFFF)
+    )
 
 
 def render_inet(data: bytes) -> str:

@@ -234,8 +234,10 @@ def _digits(raw: bytes, at: i64, count: i64) -> i64:
     return value
 
 
-# Complex on purpose (C901): every shape of timestamptz text PostgreSQL prints (BC, years past
-# 9999, offsets with seconds).
+# Complex on purpose (C901): the one-pass reader of every timestamptz value in text tuples,
+# compiled: helpers for the fraction and the offset would hand back (position, value) pairs,
+# boxed tuples per value where the i64 locals here cost nothing. Other shapes (BC, years past
+# 9999) are left to the general parsers.
 def _iso_timestamptz(raw: bytes) -> int:  # noqa: C901
     """Unix µs of 'YYYY-MM-DD HH:MM:SS[.f]+HH[:MM[:SS]]' (what the server prints for AD
     years below 10000); `_NOT_ISO` for any other text, which the general parsers then

@@ -113,10 +113,10 @@ def test_rows_with_flipped_unions_read_back() -> None:
     nulls = bytes([KIND_TEXT] + [KIND_NULL] * (width - 2) + [KIND_UNCHANGED])
     _, body = plan.write(nulls, (b"1",) + (None,) * (width - 1), Toast(None, False))
     assert set(_read(body, _row_schema(table)).values()) == {1, None}
-    # the old row's columns (write_columns) fill a new row's unchanged ones, and join
+    # an old row's columns (write_columns): joined, its body; they fill a new row's unchanged ones
     full = plan.write(kinds, values)[1]
     _, fill = plan.write_columns(kinds, values)
-    assert plan.join(fill) == full
+    assert b"".join(fill) == full
     toast = Toast(fill, False)
     changed = bytes([KIND_TEXT] + [KIND_UNCHANGED] * (width - 1))
     _, body = plan.write(changed, (b"1",) + (None,) * (width - 1), toast)

@@ -9,22 +9,19 @@ our record form), hstore_mode (hstore.handling.mode), wide_decimal_mode.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import struct
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import fastavro
 import pytest
 
-from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
-from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
+from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation
 from bridge.encode.temporal import interval_iso
-from bridge.events.model import Change
 from bridge.schema import CodecOptions, PgType, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.oracle import Oracle
+from tests.encode.support import checked_records, envelope_of, insert, numeric_binary
+
+pytestmark = pytest.mark.usefixtures("frozen_clock")
 
 HSTORE = PgType(90_002, "hstore", "public")
 COLUMNS = (
@@ -41,7 +38,6 @@ COLUMNS = (
     Column(0, "h", HSTORE.oid, -1),
 )
 RELATION = Relation(None, 6, "public", "modes", "d", COLUMNS)
-TX = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0)
 PG_EPOCH_US = 946_684_800_000_000
 TEXT = (
     b"1",
@@ -56,18 +52,6 @@ TEXT = (
     b"1 year 2 mons 3 days 04:05:06.78",
     b'"a"=>"1", "b"=>NULL',
 )
-
-
-def _numeric(unscaled: int, scale: int) -> bytes:
-    groups = (scale + 3) // 4
-    rest = abs(unscaled) * 10 ** (groups * 4 - scale)
-    digits: list[int] = []
-    while rest:
-        digits.insert(0, rest % 10_000)
-        rest //= 10_000
-    weight = len(digits) - groups - 1
-    head = struct.pack(">hhHh", len(digits), weight, 0x4000 if unscaled < 0 else 0, scale)
-    return head + struct.pack(f">{len(digits)}h", *digits)
 
 
 def _hstore(pairs: list[tuple[str, str | None]]) -> bytes:
@@ -87,8 +71,8 @@ _TS_US = 1_577_836_800_000_000 + _TIME_US - PG_EPOCH_US
 BINARY = (
     struct.pack(">i", 1),
     b"\x00\xff\x10",
-    _numeric(1234, 2),
-    _numeric(-15, 1),
+    numeric_binary(1234, 2),
+    numeric_binary(-15, 1),
     struct.pack(">q", _TIME_US + 789_012),
     struct.pack(">q", _TIME_US + 789_000),
     struct.pack(">q", _TS_US + 789_012),
@@ -140,13 +124,6 @@ CASES: list[tuple[dict[str, str], dict[str, Any], dict[str, str]]] = [
 ]  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def frozen_clock() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
-        yield
-
-
 def _field_types(t: TableCodec) -> dict[str, Any]:
     row = t.envelope_schema["fields"][0]["type"][1]
     return {f["name"]: f["type"][1] for f in row["fields"]}
@@ -164,15 +141,8 @@ def test_mode_reads_back_as_documented(
     t = TableCodec(
         RELATION, StaticCatalog([HSTORE]), TableDetails(("id",), {}), CodecOptions(**options), "srv"
     )
-    new = TupleData(bytes([kind] * len(row)), row)
-    c = Change("c", RELATION, "", None, new, 0, (RELATION,), 0, None)
-    got = ChangeEncoder(t, 7, 8).records(c, TX)
-    assert got == Oracle(t, 7, 8).records(c, TX)
-    [(_key, value, _)] = got
-    assert value is not None
-    envelope = fastavro.schemaless_reader(
-        io.BytesIO(value[5:]), fastavro.parse_schema(t.envelope_schema)
-    )
+    [(_key, value, _)] = checked_records(t, insert(RELATION, kind, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"] == {**DEFAULTS, **changed}
     assert envelope["special_values"] is None
     types = _field_types(t)
@@ -204,14 +174,7 @@ def test_wide_numerics_are_written_unclamped(
     t = TableCodec(
         relation, StaticCatalog([]), TableDetails(("id",), {}), CodecOptions(**options), "srv"
     )
-    new = TupleData(bytes([KIND_TEXT] * 2), (b"1", text))
-    c = Change("c", relation, "", None, new, 0, (relation,), 0, None)
-    got = ChangeEncoder(t, 7, 8).records(c, TX)
-    assert got == Oracle(t, 7, 8).records(c, TX)
-    [(_key, value, _)] = got
-    assert value is not None
-    envelope = fastavro.schemaless_reader(
-        io.BytesIO(value[5:]), fastavro.parse_schema(t.envelope_schema)
-    )
+    [(_key, value, _)] = checked_records(t, insert(relation, KIND_TEXT, (b"1", text)))
+    envelope = envelope_of(t, value)
     assert envelope["after"] == {"id": 1, "v": expected}
     assert envelope["special_values"] is None

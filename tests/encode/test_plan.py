@@ -11,7 +11,6 @@ import datetime
 import io
 import struct
 import uuid
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -30,13 +29,17 @@ from bridge.decode.messages import (
     TupleData,
 )
 from bridge.encode.binvalues import numeric_text
+from bridge.encode.defaults import missing_defaults, without_key
 from bridge.encode.plan import RowPlan
-from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
+from bridge.encode.records import ChangeEncoder, TxSource
 from bridge.errors import BridgeError, ProtocolError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
 from tests.encode.oracle import Oracle
+from tests.encode.support import BLOCK, NUMERIC_NAN, TX, numeric_binary
+
+pytestmark = pytest.mark.usefixtures("frozen_clock")
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 
@@ -80,22 +83,6 @@ COLUMNS: list[tuple[str, int, int, st.SearchStrategy[str]]] = [
 ]
 
 
-def numeric_binary(unscaled: int, dscale: int) -> bytes:
-    """numeric_send of unscaled * 10**-dscale: base-10000 digits around the point."""
-    groups = (dscale + 3) // 4
-    rest = abs(unscaled) * 10 ** (groups * 4 - dscale)
-    digits: list[int] = []
-    while rest:
-        digits.insert(0, rest % 10_000)
-        rest //= 10_000
-    weight = len(digits) - groups - 1
-    while digits and digits[-1] == 0:
-        digits.pop()
-    sign = 0x4000 if unscaled < 0 else 0
-    head = struct.pack(">hhHh", len(digits), weight if digits else 0, sign, dscale)
-    return head + struct.pack(f">{len(digits)}h", *digits)
-
-
 def int4_array_binary(items: list[int]) -> bytes:
     if not items:
         return struct.pack(">iiI", 0, 0, 23)
@@ -104,7 +91,6 @@ def int4_array_binary(items: list[int]) -> bytes:
 
 
 _PG_EPOCH = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
-_NUMERIC_NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)
 # The same columns' binary (send) forms, by column name.
 BINARY: dict[str, st.SearchStrategy[bytes]] = {
     "id": st.integers(-(2**31), 2**31 - 1).map(struct.Struct(">i").pack),
@@ -115,7 +101,7 @@ BINARY: dict[str, st.SearchStrategy[bytes]] = {
     "amount": st.one_of(
         st.integers(-(10**13), 10**13).map(lambda n: numeric_binary(n, 2)),  # some too big
         st.integers(-10, 10).map(lambda n: numeric_binary(n, 1)),
-        st.just(_NUMERIC_NAN),
+        st.just(NUMERIC_NAN),
     ),
     "flag": st.sampled_from([b"\x01", b"\x00"]),
     "ref": st.uuids().map(lambda u: u.bytes),
@@ -144,16 +130,39 @@ RELATION = Relation(
     tuple(Column(1 if name == "id" else 0, name, oid, typmod) for name, oid, typmod, _ in COLUMNS),
 )
 TABLE = TableCodec(RELATION, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv")
-BLOCK = SourceBlock("srv", "shop", "9.9")
-TX = TxSource(BLOCK, 731, 0x1_0000_0028, 0)
+# Each column's value in rows written before it was added (attmissingval): the defaults of
+# `with_defaults`, every field but `nums`' (no JSON default form) then [T, "null"].
+MISSING = {
+    "id": "1",
+    "small": "2",
+    "big": "3",
+    "label": "x",
+    "name": "y",
+    "amount": "1.50",
+    "flag": "t",
+    "ref": "00000000-0000-0000-0000-000000000001",
+    "doc": '{"a": 1}',
+    "ratio": "2.5",
+    "day": "2024-02-29",
+    "at": "2024-01-02 03:04:05+00",
+    "raw": "\\x00ff",
+    "nums": "{1,2}",
+    "xid": "5",
+}
 
 
-@pytest.fixture(autouse=True)
-def frozen_clock() -> Iterator[None]:
-    """The encoder stamps ts_ms from the clock: freeze it so its bytes can be compared."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
-        yield
+def with_defaults(key: tuple[str, ...]) -> TableCodec:
+    """The table with MISSING as its fields' defaults, as the catalog gives them."""
+    relation, details = without_key(RELATION, TableDetails(key, {}))
+    keyless = TableCodec(relation, StaticCatalog(), details, DEFAULT_OPTIONS, "srv")
+    defaults = missing_defaults(keyless, MISSING)
+    assert set(defaults) == set(MISSING) - {"nums"}
+    return TableCodec(
+        RELATION, StaticCatalog(), TableDetails(key, {}), DEFAULT_OPTIONS, "srv", defaults=defaults
+    )
+
+
+DEFAULTED = with_defaults(("id",))
 
 
 def both(encoder: ChangeEncoder, change: Change) -> tuple[Any, Any]:
@@ -225,6 +234,7 @@ def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = ""
     return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None)
 
 
+@pytest.mark.parametrize("table", [TABLE, DEFAULTED], ids=["null_first", "defaults"])
 @settings(max_examples=400, deadline=None)
 @given(
     op=st.sampled_from(["c", "u", "d", "r", "t"]),
@@ -235,6 +245,7 @@ def change(op: str, old: TupleData | None, new: TupleData | None, kind: str = ""
     toast_mode=st.sampled_from(["list", "placeholder"]),
 )
 def test_encoder_equals_fastavro(
+    table: TableCodec,
     op: str,
     new: TupleData,
     old: TupleData | None,
@@ -242,7 +253,7 @@ def test_encoder_equals_fastavro(
     tombstones: bool,
     toast_mode: Literal["list", "placeholder"],
 ) -> None:
-    encoder = ChangeEncoder(TABLE, 7, 8, tombstones=tombstones, toast_mode=toast_mode)
+    encoder = ChangeEncoder(table, 7, 8, tombstones=tombstones, toast_mode=toast_mode)
     if op in ("c", "r"):  # "r": a snapshot read
         c = change(op, None, new)
     elif op == "u":
@@ -268,27 +279,33 @@ def test_ordinary_rows_are_encoded(new: TupleData) -> None:
 
 
 # Every column that can be part of a key is one, so each shape's key branch is exercised.
-KEYED = TableCodec(
-    RELATION,
-    StaticCatalog(),
-    TableDetails(tuple(name for name, *_ in COLUMNS if name not in ("raw", "nums")), {}),
-    DEFAULT_OPTIONS,
-    "srv",
-)
+KEY_NAMES = tuple(name for name, *_ in COLUMNS if name not in ("raw", "nums"))
+KEYED = TableCodec(RELATION, StaticCatalog(), TableDetails(KEY_NAMES, {}), DEFAULT_OPTIONS, "srv")
 
 
+@pytest.mark.parametrize("table", [KEYED, with_defaults(KEY_NAMES)], ids=["null_first", "defaults"])
 @settings(max_examples=300, deadline=None)
 @given(
     op=st.sampled_from(["c", "u", "d"]),
     row=st.one_of(tuples(full=True), tuples(), tuples(full=True, binary=True)),
+    old=st.one_of(st.none(), tuples(full=True)),
 )
-def test_every_column_in_the_key(op: str, row: TupleData) -> None:
-    encoder = ChangeEncoder(KEYED, 7, 8)
-    c = change("d", row, None, "K") if op == "d" else change(op, None, row)
+def test_every_column_in_the_key(
+    table: TableCodec, op: str, row: TupleData, old: TupleData | None
+) -> None:
+    """With `old` (REPLICA IDENTITY FULL), an update's unchanged key values come from it."""
+    encoder = ChangeEncoder(table, 7, 8)
+    if op == "d":
+        c = change("d", row, None, "K")
+    elif op == "u" and old is not None:
+        c = change("u", old, row, "O")
+    else:
+        c = change(op, None, row)
     got, want = both(encoder, c)
     assert agree(got, want), (got, want)
-    if KIND_NULL not in row.kinds and KIND_UNCHANGED not in row.kinds and fits(row):
-        assert got == want, "a full row of values that fit must be encoded"
+    written = [t for t in (c.old, c.new) if t is not None]
+    if all(KIND_NULL not in t.kinds and KIND_UNCHANGED not in t.kinds and fits(t) for t in written):
+        assert got == want, "full rows of values that fit must be encoded"
 
 
 def fits(row: TupleData) -> bool:

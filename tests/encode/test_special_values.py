@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import struct
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -20,11 +19,18 @@ import fastavro
 import pytest
 
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
-from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
-from bridge.events.model import Change
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.oracle import Oracle
+from tests.encode.support import (
+    NUMERIC_NAN,
+    change,
+    checked_records,
+    envelope_of,
+    insert,
+    numeric_binary,
+)
+
+pytestmark = pytest.mark.usefixtures("frozen_clock")
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 NUMERIC_40_8 = ((40 << 16) | 8) + 4
@@ -39,10 +45,8 @@ COLUMNS = (
     Column(0, "w", 1700, NUMERIC_40_8),
 )
 RELATION = Relation(None, 5, "public", "edge", "d", COLUMNS)
-TX = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0)
 I32, I64 = struct.Struct(">i"), struct.Struct(">q")
 PG_EPOCH_DAYS = 10_957
-NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)
 UTC = dt.UTC
 
 
@@ -51,22 +55,6 @@ def _date_array(items: list[int | None]) -> bytes:
     return head + b"".join(
         struct.pack(">i", -1) if i is None else struct.pack(">ii", 4, i) for i in items
     )
-
-
-def _numeric_text(text: str) -> bytes:
-    """numeric_send of a small decimal string (for the wide column): via its digits."""
-    whole, _, frac = text.partition(".")
-    scale = len(frac)
-    unscaled = int(whole + frac)
-    groups = (scale + 3) // 4
-    rest = abs(unscaled) * 10 ** (groups * 4 - scale)
-    digits: list[int] = []
-    while rest:
-        digits.insert(0, rest % 10_000)
-        rest //= 10_000
-    weight = len(digits) - groups - 1
-    head = struct.pack(">hhHh", len(digits), weight, 0x4000 if unscaled < 0 else 0, scale)
-    return head + struct.pack(f">{len(digits)}h", *digits)
 
 
 # (text tuple, binary tuple) of the same rows
@@ -99,9 +87,9 @@ BINARY_ROWS = [
         I64.pack(86_400_000_000),
         I64.pack(-(2**63)),
         I64.pack(2**63 - 1),
-        NAN,
+        NUMERIC_NAN,
         _date_array([18_262 - PG_EPOCH_DAYS, 2**31 - 1, None]),
-        _numeric_text("1.5"),
+        numeric_binary(15, 1),
     ),
 ]
 CLAMPED_AFTER = {
@@ -124,13 +112,6 @@ SPECIALS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def frozen_clock() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("bridge.encode.records.time.time_ns", lambda: 1_700_000_000_123_456_789)
-        yield
-
-
 def table(
     options: CodecOptions, key: tuple[str, ...] = ("id",), relation: Relation = RELATION
 ) -> TableCodec:
@@ -138,18 +119,10 @@ def table(
 
 
 def records(t: TableCodec, op: str, old: TupleData | None, new: TupleData | None) -> Any:
-    """The encoder's records, checked byte for byte against the fastavro oracle."""
-    rel = t.relation
-    c = Change(op, rel, "O" if old is not None else "", old, new, 0, (rel,), 0, None)
-    got = ChangeEncoder(t, 7, 8).records(c, TX)
-    assert got == Oracle(t, 7, 8).records(c, TX)
-    return got
-
-
-def read(t: TableCodec, value: bytes) -> Any:
-    return fastavro.schemaless_reader(
-        io.BytesIO(value[5:]), fastavro.parse_schema(t.envelope_schema)
-    )
+    """The encoder's records of a change (REPLICA IDENTITY FULL's old row), checked byte for
+    byte against the fastavro oracle."""
+    old_kind = "O" if old is not None else ""
+    return checked_records(t, change(t.relation, op, old, new, old_kind))
 
 
 @pytest.mark.parametrize(
@@ -157,8 +130,8 @@ def read(t: TableCodec, value: bytes) -> Any:
 )
 def test_default_clamps_and_names_each_special_value(kind: int, row: tuple[bytes, ...]) -> None:
     t = table(CodecOptions())
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * len(row)), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(RELATION, kind, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"] == CLAMPED_AFTER
     assert envelope["special_values"] == SPECIALS
 
@@ -166,8 +139,8 @@ def test_default_clamps_and_names_each_special_value(kind: int, row: tuple[bytes
 def test_ordinary_rows_have_no_special_values() -> None:
     t = table(CodecOptions())
     row = TEXT_ROWS[1]
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * len(row)), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    envelope = envelope_of(t, value)
     assert envelope["special_values"] is None
     assert envelope["after"]["ts"] == dt.datetime(2020, 1, 1)  # local-timestamp-micros: naive
     assert envelope["after"]["w"] == "123456789012345678901234567890.12345678"
@@ -177,8 +150,8 @@ def test_bc_and_far_future_values_clamp_with_their_text() -> None:
     t = table(CodecOptions())
     row = (b"3", b"4713-01-01 BC", b"00:00:00", b"12000-01-01 00:00:00",
            b"0044-03-15 12:00:00+00 BC", b"-Infinity", b"{0001-01-01}", b"NaN")  # fmt: skip
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"]["d"] == dt.date(1, 1, 1)
     assert envelope["after"]["ts"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999_999)
     assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
@@ -197,8 +170,8 @@ def test_timestamptz_keeps_a_day_inside_for_local_time_conversions() -> None:
     t = table(CodecOptions())
     row = (b"4", b"0001-01-01", b"00:00:00", b"0001-01-01 00:00:00", b"0001-01-02 12:00:00+00",
            b"1", b"{}", b"1")  # fmt: skip
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"]["d"] == dt.date(1, 1, 1)
     assert envelope["after"]["ts"] == dt.datetime(1, 1, 1)
     assert envelope["after"]["tz"] == dt.datetime(1, 1, 3, tzinfo=UTC)
@@ -210,11 +183,11 @@ def test_update_and_delete_name_before_and_after() -> None:
     kinds = bytes([KIND_TEXT] * 8)
     old, new = TupleData(kinds, TEXT_ROWS[0]), TupleData(kinds, (b"1", *TEXT_ROWS[1][1:]))
     [(_k, update, _)] = records(t, "u", old, new)
-    assert read(t, update)["special_values"] == {
+    assert envelope_of(t, update)["special_values"] == {
         "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
     }
     delete = records(t, "d", old, None)
-    assert read(t, delete[0][1])["special_values"] == {
+    assert envelope_of(t, delete[0][1])["special_values"] == {
         "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
     }
 
@@ -225,7 +198,7 @@ def test_key_change_splits_before_and_after_specials() -> None:
     old = TupleData(kinds, TEXT_ROWS[0])
     new = TupleData(kinds, (b"9", *TEXT_ROWS[0][1:]))
     out = records(t, "u", old, new)
-    assert [read(t, v)["special_values"] for _, v, _ in out if v is not None] == [
+    assert [envelope_of(t, v)["special_values"] for _, v, _ in out if v is not None] == [
         {"before." + k.removeprefix("after."): v for k, v in SPECIALS.items()},
         SPECIALS,
     ]
@@ -234,7 +207,7 @@ def test_key_change_splits_before_and_after_specials() -> None:
 def test_clamped_date_in_the_key() -> None:
     t = table(CodecOptions(), key=("d",))
     row = TEXT_ROWS[0]
-    [(key, _value, _)] = records(t, "c", None, TupleData(bytes([KIND_TEXT] * 8), row))
+    [(key, _value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
     assert key is not None
     assert fastavro.schemaless_reader(io.BytesIO(key[5:]), t.key_schema) == {
         "d": dt.date(9999, 12, 31)
@@ -248,7 +221,7 @@ def test_sentinel_mode_keeps_debeziums_extremes(kind: int, row: tuple[bytes, ...
     """avro.out_of_range sentinel: int32/int64 extremes and 24:00:00 as written before;
     NaN stays listed (it is null in the decimal either way)."""
     t = table(CodecOptions(out_of_range="sentinel", timestamp_mode="instant"))
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 8), row))
+    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
     raw_schema = {**t.envelope_schema}
     envelope = fastavro.schemaless_reader(
         io.BytesIO(value[5:]), fastavro.parse_schema(_no_logical(raw_schema))
@@ -293,7 +266,7 @@ def _numeric_array(items: list[bytes | None]) -> bytes:
     ("kind", "row"),
     [
         (KIND_TEXT, (b"1", b"{1.50,NaN,NULL}")),
-        (KIND_BINARY, (I32.pack(1), _numeric_array([_numeric_text("1.50"), NAN, None]))),
+        (KIND_BINARY, (I32.pack(1), _numeric_array([numeric_binary(150, 2), NUMERIC_NAN, None]))),
     ],
 )
 def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) -> None:
@@ -301,18 +274,17 @@ def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) ->
     null element, as a scalar NaN is null: the array's text in special_values tells it
     from the NULL beside it."""
     t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 2), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None, None]
     assert envelope["special_values"] == {"after.na": "{1.50,NaN,NULL}"}
 
 
 def test_numeric_array_without_nan_has_no_special_values() -> None:
     t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
-    [(_key, value, _)] = records(
-        t, "c", None, TupleData(bytes([KIND_TEXT] * 2), (b"1", b"{1.5,NULL}"))
-    )
-    envelope = read(t, value)
+    row = (b"1", b"{1.5,NULL}")
+    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None]
     assert envelope["special_values"] is None
 
@@ -321,14 +293,14 @@ def test_numeric_array_without_nan_has_no_special_values() -> None:
     ("kind", "row"),
     [
         (KIND_TEXT, (b"1", b"{1.50,NaN,NULL}")),
-        (KIND_BINARY, (I32.pack(1), _numeric_array([_numeric_text("1.50"), NAN, None]))),
+        (KIND_BINARY, (I32.pack(1), _numeric_array([numeric_binary(150, 2), NUMERIC_NAN, None]))),
     ],
 )
 def test_numeric_array_elements_are_text_by_default(kind: int, row: tuple[bytes, bytes]) -> None:
     """avro.array_mode portable: numeric(p,s) elements are their exact text (the form
     Debezium's JDBC sink can bind), so NaN needs no special_values entry."""
     t = table(CodecOptions(), relation=NUMERIC_ARRAY)
-    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 2), row))
-    envelope = read(t, value)
+    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
+    envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == ["1.50", "NaN", None]
     assert envelope["special_values"] is None

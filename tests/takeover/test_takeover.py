@@ -20,12 +20,11 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 import requests
 from running import running
 from snapshot.helpers import Rec, TopicReader
@@ -118,20 +117,6 @@ class Workload:
             self.pairs.add((a, b, n))
 
 
-@pytest.fixture
-def reader(stack: Any) -> Iterator[Callable[[str], TopicReader]]:
-    """`reader(topic)`: a TopicReader closed after the test (before the stack stops)."""
-    made: list[TopicReader] = []
-
-    def make(topic: str) -> TopicReader:
-        made.append(TopicReader(stack.kafka_bootstrap, stack.registry_url, topic))
-        return made[-1]
-
-    yield make
-    for topic_reader in made:
-        topic_reader.close()
-
-
 def _subjects(registry_url: str, topics: list[str]) -> dict[str, list[int]]:
     return {
         subject: requests.get(f"{registry_url}/subjects/{subject}/versions", timeout=10).json()
@@ -161,7 +146,7 @@ def test_the_bridge_takes_over_from_debezium(
     publication_name: str,
     topic_prefix: str,
     tmp_path: Path,
-    reader: Callable[[str], TopicReader],
+    topic_readers: Callable[[str], TopicReader],
 ) -> None:
     pg_conn.execute(ITEMS)
     pg_conn.execute(PAIRS)
@@ -170,7 +155,7 @@ def test_the_bridge_takes_over_from_debezium(
         pg_conn.execute(INSERT_ITEM, {"id": i, "n": i, "note": f"first {i}"})
     pg_conn.execute("INSERT INTO pairs VALUES (0, 'x', 0), (1, 'y', 1)")
     topics = [f"{topic_prefix}.public.items", f"{topic_prefix}.public.pairs"]
-    items, pairs = (reader(topic) for topic in topics)
+    items, pairs = (topic_readers(topic) for topic in topics)
     workload = Workload(pg_dsn, first_id=50)
     debezium = avro_debezium(
         stack,
