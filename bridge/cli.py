@@ -29,6 +29,7 @@ from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import parse_targets
 from bridge.verify.run import verify as run_verify
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT, MB
 
 app = typer.Typer(
     help="Stream PostgreSQL changes into Kafka as keyed Avro records.",
@@ -168,6 +169,15 @@ def verify(
             "apply writes (repeat; needs the spark extra).",
         ),
     ] = None,
+    memory_limit_mb: Annotated[
+        int,
+        typer.Option(
+            "--memory-limit-mb",
+            min=0,
+            help="MiB of per-key topic state held in memory per table; beyond it the state "
+            "goes to an SQLite file under TMPDIR.",
+        ),
+    ] = DEFAULT_MEMORY_LIMIT // MB,
 ) -> None:
     """Compare each captured table with the state its topic describes, at one point.
 
@@ -181,7 +191,8 @@ def verify(
     started = time.monotonic()
     try:
         lake = parse_targets(delta or [])
-        result = run_verify(cfg, tables or (), timeout=timeout, delta=lake)
+        limit = memory_limit_mb * MB
+        result = run_verify(cfg, tables or (), timeout=timeout, delta=lake, memory_limit=limit)
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)
@@ -190,7 +201,7 @@ def verify(
                 f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
                 err=output == "json",
             )
-            result = run_verify(cfg, tables or (), timeout=timeout, delta=lake)
+            result = run_verify(cfg, tables or (), timeout=timeout, delta=lake, memory_limit=limit)
         typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)

@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from bridge.snapshot.reader import build_jobs, connect, import_snapshot
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.state import Decoder, TopicState, commit_lsn
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT
 
 log = logging.getLogger("bridge.verify")
 
@@ -202,10 +203,12 @@ def verify(
     progress: Callable[[str], None] = log.info,
     delta: Mapping[str, str] | None = None,
     spark: Any = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> Verification:
     """Compare every captured table (or `tables`) with its topic at one point, and the
     tables named in `delta` (table -> Delta path or name) with that Delta table too, read
-    by `spark` (a SparkSession; one is started when None)."""
+    by `spark` (a SparkSession; one is started when None). A table's topic state beyond
+    `memory_limit` bytes goes to disk (`bridge.verify.store`)."""
     with ExitStack() as opened:
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
@@ -242,19 +245,23 @@ def verify(
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             target = (delta or {}).get(table.label)
-            state = TopicState(decoder, point, track_later=target is not None)
-            result.ends = read_topic(cfg, job.topic, state, timeout)
-            result.decoder = decoder
-            result.job = job
-            result.snapshot_table = table
-            if target is None:
-                compare_table(reader, table, job, state, result)
-            else:
-                if spark is None:
-                    spark = opened.enter_context(_session())
-                progress(f"{table.label}: comparing the topic, then the Delta table {target}")
-                _with_lake(cfg, reader, spark, target, state, result, timeout)
-            progress(f"{table.label}: {result.status}")
+            later = target is not None
+            with closing(
+                TopicState(decoder, point, track_later=later, memory_limit=memory_limit)
+            ) as state:
+                result.ends = read_topic(cfg, job.topic, state, timeout)
+                result.decoder = decoder
+                result.job = job
+                result.snapshot_table = table
+                if target is None:
+                    compare_table(reader, table, job, state, result)
+                else:
+                    if spark is None:
+                        spark = opened.enter_context(_session())
+                    progress(f"{table.label}: comparing the topic, then the Delta table {target}")
+                    _with_lake(cfg, reader, spark, target, state, result, timeout)
+            where = " (the topic's key states past --memory-limit-mb: on disk)" * result.on_disk
+            progress(f"{table.label}: {result.status}{where}")
         return Verification(point, results)
 
 
