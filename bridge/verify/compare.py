@@ -19,8 +19,8 @@ records and decoded as above, and then the column digests say which columns diff
 Why no pass of order-independent hashes per key range first: both sides are read in full
 whatever it finds (the topic is a log whose every record changes the fold, and a row's
 digest needs the row encoded by the bridge), so such a pass could only save the look-up,
-which costs a fraction of a microsecond in the dict and about two on disk against some
-fifty per row for reading the two sides; and descending into a range that differs would
+which costs a fraction of a microsecond in the dict and a few on disk against some fifty
+per row for reading the two sides; and descending into a range that differs would
 read that range of PostgreSQL a second time. Worse, a key range means PostgreSQL's order
 (collations, numeric and composite keys), which the Avro key bytes do not keep, so the
 topic side could not even place its keys in the ranges. Hashing ranges pays when rows
