@@ -83,6 +83,11 @@ class TxHandle:
             error = delivery_error(topic, msg.partition(), err.str(), table)
             self._tracker.delivered(self, len(msg), error)
 
+    @property
+    def complete(self) -> bool:
+        """Closed, and every record confirmed by Kafka."""
+        return self.closed and not self.pending and not self.failed
+
     def __repr__(self) -> str:
         state = "failed" if self.failed else "closed" if self.closed else "open"
         return f"TxHandle({state}, pending={self.pending}, end_lsn={self.end_lsn})"

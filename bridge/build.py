@@ -35,6 +35,7 @@ from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
 from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot import SnapshotManager
+from bridge.snapshot.notify import Notifier
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
@@ -115,7 +116,7 @@ class _Source:
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
         slot_guard = guard(cfg, self.rc, self.catalog, metrics)  # a lost slot: fail or resnapshot
         failover.prepare(self.rc, cfg, version)
-        self.snapshots = SnapshotManager(cfg)  # decides on a snapshot when it makes the slot
+        self.snapshots = SnapshotManager(cfg, _notifier(cfg, opened))  # decides on a snapshot
         _closing(opened, "snapshot readers", self.snapshots.close)
         slot = self.snapshots.ensure_slot(self.rc)
         catalog = self.catalog
@@ -204,6 +205,15 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         reselect=_reselect(cfg, opened) if cfg.avro.toast_reselect else None,
         outbox=_outbox(cfg, encoders, registry) if cfg.outbox.tables else None,
     )
+
+
+def _notifier(cfg: Config, opened: ExitStack) -> Notifier | None:
+    """`snapshot.notification_topic`: a producer of its own, closed after the snapshots."""
+    if cfg.snapshot.notification_topic is None:
+        return None
+    notifier = Notifier(cfg)
+    _closing(opened, "snapshot notifications", notifier.close)
+    return notifier
 
 
 def _outbox(cfg: Config, encoders: EncoderCache, registry: Registry) -> OutboxRouter:

@@ -6,6 +6,7 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -27,7 +28,7 @@ from bridge.snapshot.store import DONE, INITIAL
 from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
-from bridge.verify.run import parse_targets
+from bridge.verify.run import parse_settings, parse_targets
 from bridge.verify.run import verify as run_verify
 from bridge.verify.store import DEFAULT_MEMORY_LIMIT, MB
 
@@ -178,6 +179,29 @@ def verify(
             "goes to an SQLite file under TMPDIR.",
         ),
     ] = DEFAULT_MEMORY_LIMIT // MB,
+    spark: Annotated[
+        bool,
+        typer.Option(
+            "--spark",
+            help="Compare in Spark jobs (PostgreSQL read in key ranges by its tasks), for "
+            "tables beyond one machine (needs the spark extra; not with --repair or --delta).",
+        ),
+    ] = False,
+    spark_master: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-master",
+            help="Master URL of the session --spark and --delta start (default: local[2]).",
+        ),
+    ] = None,
+    spark_conf: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--spark-conf",
+            help="KEY=VALUE setting of that session (repeat), e.g. spark.driver.host=HOST "
+            "for a cluster's executors to reach this process.",
+        ),
+    ] = None,
 ) -> None:
     """Compare each captured table with the state its topic describes, at one point.
 
@@ -190,9 +214,23 @@ def verify(
     show = as_json if output == "json" else as_table
     started = time.monotonic()
     try:
-        lake = parse_targets(delta or [])
-        limit = memory_limit_mb * MB
-        result = run_verify(cfg, tables or (), timeout=timeout, delta=lake, memory_limit=limit)
+        if spark and repair:
+            raise ConfigError(
+                "--repair needs the keys to fix, which --spark leaves in Spark",
+                hint="run verify --repair without --spark",
+            )
+        check_all = functools.partial(
+            run_verify,
+            cfg,
+            tables or (),
+            timeout=timeout,
+            delta=parse_targets(delta or []),
+            memory_limit=memory_limit_mb * MB,
+            distributed=spark,
+            spark_master=spark_master,
+            spark_conf=parse_settings(spark_conf or []),
+        )
+        result = check_all()
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)
@@ -201,7 +239,7 @@ def verify(
                 f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
                 err=output == "json",
             )
-            result = run_verify(cfg, tables or (), timeout=timeout, delta=lake, memory_limit=limit)
+            result = check_all()
         typer.echo(show(result))
     except BridgeError as exc:
         _fail(exc, mask.scrub)

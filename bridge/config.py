@@ -328,6 +328,12 @@ class AvroConfig(_Section):
     hstore_mode: Literal["map", "json"] = Field(
         "map", description="Debezium's hstore.handling.mode"
     )
+    array_mode: Literal["portable", "typed"] = Field(
+        "portable",
+        description="portable: numeric(p, s) array elements as their text and arrays of 2+ "
+        "dimensions as PostgreSQL's array text (forms Debezium's JDBC sink can apply); "
+        "typed: decimal elements and nested arrays",
+    )
     toast_mode: Literal["list", "placeholder"] = "list"
     toast_reselect: bool = Field(
         False,
@@ -468,11 +474,22 @@ class SnapshotConfig(_Section):
     signal_kafka_topic: str | None = Field(
         None,
         description="a topic of signals (Debezium's signal.kafka.topic): execute-snapshot, "
-        "stop-snapshot, pause-snapshot, resume-snapshot keyed by kafka.topic_prefix; the "
-        "watermarks still go to signal_table",
+        "stop-snapshot, pause-snapshot, resume-snapshot keyed by kafka.topic_prefix",
     )
     signal_kafka_group: str = Field(
         "kafka-signal", description="consumer group of signal_kafka_topic (signal.kafka.groupId)"
+    )
+    read_only: bool = Field(
+        False,
+        description="incremental snapshots write nothing to the source (Debezium's read.only): "
+        "watermarks from transaction snapshots instead of signal_table rows, run state in "
+        "the state topic (kafka.state_topic) instead of progress_schema; PostgreSQL 13+, "
+        "a primary",
+    )
+    notification_topic: str | None = Field(
+        None,
+        description="a topic for JSON notifications of snapshot progress, initial and "
+        "incremental (Debezium's notification.sink.topic.name); None sends none",
     )
     select_overrides: dict[str, str] = Field(
         default_factory=dict,
@@ -488,11 +505,16 @@ class SnapshotConfig(_Section):
 
     @model_validator(mode="after")
     def _kafka_signals_need_watermarks(self) -> SnapshotConfig:
-        if self.signal_kafka_topic is not None and self.signal_table is None:
+        if self.signal_kafka_topic is not None and self.signal_table is None and not self.read_only:
             raise ValueError(
-                "snapshot.signal_kafka_topic needs snapshot.signal_table: incremental "
-                "snapshots write their watermarks there (read-only watermarks are not "
-                "supported yet)"
+                "snapshot.signal_kafka_topic needs somewhere for the watermarks: "
+                "snapshot.signal_table (rows written there), or snapshot.read_only: true "
+                "(nothing written to the source)"
+            )
+        if self.read_only and self.signal_kafka_topic is None and self.signal_table is None:
+            raise ValueError(
+                "snapshot.read_only: true without snapshot.signal_kafka_topic (or a "
+                "signal_table that others write): nothing could start an incremental snapshot"
             )
         return self
 

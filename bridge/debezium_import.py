@@ -439,6 +439,29 @@ def _signal_channel(imp: _Import, prop: str, value: str, props: dict[str, str]) 
         imp.unsupported_(prop, "not supported: the signal consumer uses the kafka.* settings")
 
 
+def _notification_channel(imp: _Import, prop: str, value: str, props: dict[str, str]) -> None:
+    """Debezium's sink notification channel as snapshot.notification_topic; its log channel
+    is the bridge's log, its JMX one the metrics endpoint."""
+    channels = _regexes(props.get("notification.enabled.channels", ""))
+    if prop == "notification.enabled.channels":
+        other = [c for c in channels if c not in ("sink", "log", "jmx")]
+        if other:
+            imp.unsupported_(prop, f"channels {other}: only sink, log and jmx exist here")
+        if "sink" in channels and "notification.sink.topic.name" not in props:
+            imp.unsupported_(prop, "sink without notification.sink.topic.name: set it")
+        imp.mapped.append(
+            f"{prop} -> (sink: notification_topic; log: the bridge's log; jmx: the metrics "
+            "endpoint's snapshot progress)"
+        )
+    elif prop == "notification.sink.topic.name":
+        if "sink" in channels:
+            imp.set(prop, "snapshot.notification_topic", value)
+        else:
+            imp.mapped.append(f"{prop} -> (not used: notification.enabled.channels lacks sink)")
+    else:
+        imp.unsupported_(prop, "not supported: notifications use the kafka.* settings")
+
+
 EVENT_ROUTER: Final = "io.debezium.transforms.outbox.EventRouter"
 _SMT: Final = (
     "single message transforms do not run in the bridge: apply them in the consumer "
@@ -587,6 +610,7 @@ _HANDLERS: Final[dict[str, Handler]] = {
     "snapshot.isolation.mode": _ignored("snapshots read the slot's exported snapshot"),
     "incremental.snapshot.chunk.size": _to("snapshot.incremental_chunk_size", int),
     "signal.data.collection": _to("snapshot.signal_table"),
+    "read.only": _to("snapshot.read_only", _bool),
     "schema.include.list": _schema_filters,
     "schema.exclude.list": _schema_filters,
     "table.include.list": _table_include,
@@ -660,7 +684,7 @@ _PREFIXES: Final[tuple[tuple[str, Handler], ...]] = (
     ("errors.", _ignored("Kafka Connect's error handling; the bridge stops on errors")),
     ("database.initial.statements", _unsupported("run them as the role's default settings")),
     ("snapshot.select.statement.overrides", _select_overrides),
-    ("notification.", _unsupported("snapshot progress is in the metrics endpoint (http)")),
+    ("notification.", _notification_channel),
     ("signal.", _signal_channel),
     ("converters", _unsupported("custom converters do not run in the bridge")),
 )

@@ -92,12 +92,17 @@ class Snapshots(Protocol):
     def is_private(self, relation: Relation) -> bool: ...
 
 
+Emit = tuple[str, bytes | None, bytes | None]
+
+
 class Incremental(Protocol):
-    def on_change(
-        self, change: Change, records: list[Record], tx: TxSource
-    ) -> list[tuple[str, bytes | None, bytes | None]]: ...
+    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]: ...
 
     def on_acknowledged(self, lsn: int) -> None: ...
+
+    def on_idle(self, position: int, emit: Callable[[list[Emit]], Callable[[], bool]]) -> bool:
+        """The stream is idle at `position`; `emit` sends records between transactions and
+        returns whether Kafka confirmed them. True: ask the server how far the stream is."""
 
 
 class Outbox(Protocol):
@@ -115,7 +120,8 @@ class Positions(Protocol):
     """Where a flush position must be recorded before PostgreSQL hears of it
     (`bridge.slotstate.PositionRecorder`: a lost slot is then recognised)."""
 
-    def admit(self, lsn: int) -> int: ...
+    def admit(self, lsn: int, quiet: bool = False) -> int:
+        """The part of `lsn` PostgreSQL may be told; `quiet`: the stream has nothing to read."""
 
     def settle(self, timeout: float) -> None: ...
 
@@ -441,7 +447,29 @@ class Pipeline:
         now = time.monotonic()
         if self.heartbeat.due(now):
             self.heartbeat.beat(now)
-        self._acknowledge()
+        self._acknowledge(quiet=True)
+        if self.incremental is not None and self._tx is None:
+            idle_at = self.assembler.idle_wal_end()
+            if idle_at is not None and self.incremental.on_idle(
+                max(idle_at, self.stream.server_wal_end), self._emit_between
+            ):
+                self.stream.send_status(reply=True)  # a keepalive tells how far decoding is
+
+    def _emit_between(self, records: list[Emit]) -> Callable[[], bool]:
+        """Records of no PostgreSQL transaction (an incremental snapshot's chunk whose
+        window closed while the stream was idle), tracked like one that ends nowhere: the
+        flush position passes later transactions only once they are delivered. Returns
+        whether Kafka confirmed them all (exactly-once: committed here and now, so a
+        confirmed record is never one of an aborted Kafka transaction)."""
+        self._tx = handle = self.tracker.open_tx()
+        self._tx_records = 0
+        for record in records:
+            self._send(*record)
+        self.tracker.close_tx(handle, 0)
+        self._tx = None
+        if self.eos is not None:
+            self.eos.commit()
+        return lambda: handle.complete
 
     def _read_snapshot(self) -> None:
         """Read the pending snapshot now that every transaction it sees was received.
@@ -462,16 +490,18 @@ class Pipeline:
         ):
             raise _SnapshotStoppedError
 
-    def _acknowledge(self, idle: bool = True) -> bool:
-        """Report the flush position (past an idle stretch of WAL when `idle`); True if it
-        is all that was delivered (not held back until the state topic recorded it)."""
+    def _acknowledge(self, idle: bool = True, quiet: bool = False) -> bool:
+        """Report the flush position (past an idle stretch of WAL when `idle`; `quiet`:
+        called from the loop's idle turn); True if it is all that was delivered (not held
+        back until the state topic recorded it)."""
         self.producer.poll()
         lsn = self.tracker.flush_lsn(
             idle_position=self.assembler.idle_wal_end() if idle else None,
             server_wal_end=self.stream.server_wal_end,
             holds=(self.assembler.hold_lsn(), None if self.eos is None else self.eos.hold_lsn()),
         )
-        admitted = self.positions.admit(lsn)  # recorded in Kafka before PostgreSQL hears of it
+        # recorded in Kafka before PostgreSQL hears of it
+        admitted = self.positions.admit(lsn, quiet)
         self.stream.confirm(admitted)
         self.metrics.confirmed(admitted)
         if self.incremental is not None:

@@ -81,3 +81,13 @@ def test_unreadable_yaml(tmp_path: Path, text: str, fragment: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_kafka_signals_need_watermark_rows_or_read_only(tmp_path: Path) -> None:
+    topic_only = "snapshot:\n  signal_kafka_topic: signals\n"
+    with pytest.raises(ConfigError, match="read_only: true"):
+        load_config(write(tmp_path, topic_only))
+    cfg = load_config(write(tmp_path, topic_only + "  read_only: true\n"))
+    assert cfg.snapshot.read_only and cfg.snapshot.signal_table is None
+    with pytest.raises(ConfigError, match="nothing could start an incremental snapshot"):
+        load_config(write(tmp_path, "snapshot:\n  read_only: true\n"))

@@ -353,6 +353,28 @@ def test_kafka_signal_channel() -> None:
     ]
 
 
+def test_read_only_snapshots_and_sink_notifications() -> None:
+    props = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "read.only": "true",
+        "signal.enabled.channels": "kafka",
+        "signal.kafka.topic": "dbz-signals",
+        "notification.enabled.channels": "sink,log,carrier-pigeon",
+        "notification.sink.topic.name": "dbz-notifications",
+    }
+    result = import_connector(props, "kafka:9092")
+    assert result.settings["snapshot"] == {
+        "read_only": True,
+        "signal_kafka_topic": "dbz-signals",
+        "notification_topic": "dbz-notifications",
+    }
+    assert [line.split(": ")[0] for line in result.unsupported] == [
+        "notification.enabled.channels"  # carrier-pigeon
+    ]
+    no_sink = {**props, "notification.enabled.channels": "log"}
+    assert "notification_topic" not in import_connector(no_sink).settings["snapshot"]
+
+
 def test_mode_properties_map_and_default_to_debeziums() -> None:
     """Absent mode properties mean Debezium's defaults, so the value schemas stay versions
     of the subjects Debezium wrote; given ones map one to one."""

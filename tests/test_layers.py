@@ -5,8 +5,8 @@
 
 A module may import its own layer, a lower one, or a base module; never a higher one.
 `spark` (the consumer side) is separate: it imports only base modules, and only the
-demo and verify's lake check (wiring) import it. Between packages (and top-level modules)
-there is no import cycle, whichever direction.
+demo and verify's lake check and Spark variant (wiring) import it. Between packages (and
+top-level modules) there is no import cycle, whichever direction.
 
 Every import counts: module level, inside functions, and under TYPE_CHECKING (a
 type-only import still ties the two layers together).
@@ -25,8 +25,14 @@ BRIDGE = Path(__file__).resolve().parents[1] / "bridge"
 BASE = "base"
 LAYERS = ["source", "decode", "events", "schema", "encode", "produce", "wiring"]
 SPARK = "spark"
-# wiring modules that run the consumer side: the demo, and verify against a Delta table
-SPARK_USERS = {"bridge.demo", "bridge.verify.lake", "bridge.verify.run"}
+# wiring modules that run the consumer side: the demo, verify against a Delta table, and
+# verify in Spark jobs
+SPARK_USERS = {
+    "bridge.demo",
+    "bridge.verify.distributed",
+    "bridge.verify.lake",
+    "bridge.verify.run",
+}
 
 _PACKAGES = {
     "source": "source",

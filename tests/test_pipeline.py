@@ -157,7 +157,7 @@ class RecordedAtOnce:
     """Positions recorded as soon as asked (the state topic's write-ahead is
     tests/test_slotstate.py's business)."""
 
-    def admit(self, lsn: int) -> int:
+    def admit(self, lsn: int, quiet: bool = False) -> int:
         return lsn
 
     def settle(self, timeout: float) -> None:
@@ -206,6 +206,33 @@ class NoLimit:
         raise AssertionError("nothing is oversized here")
 
 
+Emit = tuple[str, bytes | None, bytes | None]
+
+
+class FakeIncremental:
+    """A read-only snapshot window that closes once the idle stream passes `until`: its
+    rows go out from `on_idle`, between transactions."""
+
+    def __init__(self, until: int) -> None:
+        self.until = until
+        self.positions: list[int] = []
+        self.delivered: list[Callable[[], bool]] = []
+
+    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]:
+        return []
+
+    def on_acknowledged(self, lsn: int) -> None:
+        pass
+
+    def on_idle(self, position: int, emit: Callable[[list[Emit]], Callable[[], bool]]) -> bool:
+        self.positions.append(position)
+        if position < self.until:
+            return True
+        if not self.delivered:
+            self.delivered.append(emit([("p.public.t", b"chunk key", b"chunk row")]))
+        return False
+
+
 def transaction(xid: int, end_lsn: int, *ids: int) -> list[tuple[int, Message]]:
     """pgoutput's messages of one committed insert-only transaction, with their wal_end."""
     commit_lsn = end_lsn - 8
@@ -232,6 +259,7 @@ class Harness:
         fail_topic: str | None = None,
         lost: BridgeError | None = None,
         snapshots: FakeSnapshots | None = None,
+        incremental: FakeIncremental | None = None,
     ) -> None:
         cfg = Config(
             source={"slot_name": "s", "dbname": "db"},
@@ -263,7 +291,7 @@ class Harness:
                 metrics=metrics,
                 routing=Routing.from_config(cfg),
                 snapshots=snapshots or FakeSnapshots(stream_after),
-                incremental=None,
+                incremental=incremental,
                 encoders=self.encoders,
                 decode=decode,
                 start_streaming=self._start,
@@ -490,3 +518,20 @@ def test_a_signal_after_the_build_stops_the_pipeline() -> None:
     assert pipeline.stopped == 0
     stopper(signal.SIGTERM, None)
     assert pipeline.stopped == 1
+
+
+def test_a_window_passed_by_the_idle_stream_sends_its_rows_between_transactions(
+    tmp_path: Path,
+) -> None:
+    waiting = FakeIncremental(until=0x280)
+    run = Harness(tmp_path, transaction(7, 0x200, 1), incremental=waiting)
+    run.pipeline.run()
+    assert waiting.positions and not waiting.delivered
+    assert any(w[-1] == 1 for w in run.conn.written)  # asked how far decoding is
+
+    passed = FakeIncremental(until=0x200)
+    run = Harness(tmp_path, transaction(7, 0x200, 1), incremental=passed)
+    run.pipeline.run()
+    assert _delivered_rows(run) == [b"row 1", b"chunk row"]
+    assert [delivered() for delivered in passed.delivered] == [True]
+    assert run.conn.flushed() == 0x200  # nothing past the transactions it has seen

@@ -107,6 +107,24 @@ def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
     assert state.producer.written == [1000, 1500, 1600]
 
 
+def test_a_quiet_stream_records_a_newer_position_at_once() -> None:
+    """The once-a-second limit holds while changes stream in; on the loop's idle turn the
+    newest delivered position is recorded without waiting for it, one write in flight."""
+    state = _FakeState()
+    recorder = PositionRecorder(state, RECORD, lambda: None, clock=lambda: 0.0)  # type: ignore[arg-type]
+    recorder.write_now(1000)
+    assert recorder.admit(1500) == 1000  # written at once: the second had passed at start
+    state.producer.deliver()
+    assert recorder.admit(1600) == 1500  # streaming: 1600 waits a second
+    assert recorder.admit(1600, quiet=True) == 1500  # quiet: written now, not yet acked
+    assert recorder.admit(1700, quiet=True) == 1500  # one write in flight at a time
+    state.producer.deliver()
+    assert recorder.admit(1700, quiet=True) == 1600
+    state.producer.deliver()
+    assert recorder.admit(1700, quiet=True) == 1700
+    assert state.producer.written == [1000, 1500, 1600, 1700]
+
+
 def test_a_graceful_stop_records_the_last_position() -> None:
     state = _FakeState()
     recorder = PositionRecorder(state, RECORD, lambda: None, clock=lambda: 0.0)  # type: ignore[arg-type]

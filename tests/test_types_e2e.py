@@ -64,9 +64,11 @@ HOSTILE_SETTINGS = (
 
 
 # (wire format, avro settings): the defaults in both formats, then the old forms. interval
-# as the exact {months, days, micros} record, which every_type compares field by field
-# (the default ISO 8601 string is the consumer matrix's, tests/consumers).
-RECORD = {"interval_mode": "record"}
+# as the exact {months, days, micros} record, which every_type compares field by field,
+# arrays nested with decimal elements (avro.array_mode typed), which it compares element
+# by element (the default ISO 8601 string and portable arrays are the consumer matrix's,
+# tests/consumers, and tests/schema/test_pgtypes.py's).
+RECORD = {"interval_mode": "record", "array_mode": "typed"}
 OLD_FORMS = {"out_of_range": "sentinel", "timestamp_mode": "instant", **RECORD}
 RUNS = {
     "text": ("text", RECORD),

@@ -9,6 +9,10 @@ at least 1) and every value is reshaped to exactly D levels:
   -> [1,2,3,4]); the innermost D-1 levels always keep their shape;
 - empty arrays are [] at any depth.
 Lower bounds ("[0:2]={...}") are not carried. Elements are nullable.
+
+Arrays written as PostgreSQL's text (avro.array_mode portable, 2+ dimensions) keep the
+value's own shape and lower bounds: `binary_array_text` prints array_send's bytes as
+array_out does, `map_array_text` re-renders the elements of array_out's text.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from typing import Any
 MAX_DIMS = 6  # PostgreSQL's MAXDIM
 _HEAD = struct.Struct(">iiI")
 _I32 = struct.Struct(">i")
+_HEAD_DIM = struct.Struct(">ii")  # one dimension: size, lower bound
 _BACKSLASH = re.compile(r"\\(.)", re.S)
 _SKIP = object()
 _ARRAY_SPACE = " \t\n\r\v\f"  # array_isspace(); str.strip() would also eat \x1c-\x1f
+_NEEDS_QUOTES = frozenset('"\\{}' + _ARRAY_SPACE)  # array_out quotes these (and the delimiter)
 
 
 def reshape(items: list[Any], dims: int, depth: int) -> list[Any]:
@@ -152,3 +158,62 @@ def binary_array_parser(elem: Callable[[bytes], Any], depth: int) -> Callable[[b
         return reshape(items, len(sizes), depth)
 
     return parse
+
+
+def element_literal(item: str, delim: str) -> str:
+    """array_out's form of one element's text: quoted (with backslash escapes) when empty,
+    "NULL" in any case, or holding a quote, backslash, brace, space or the delimiter."""
+    if item and item.upper() != "NULL" and not any(c in _NEEDS_QUOTES or c == delim for c in item):
+        return item
+    return '"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def array_literal(items: list[Any], delim: str = ",") -> str:
+    """array_out's text of nested lists of element texts (None: NULL)."""
+    out = []
+    for item in items:
+        if isinstance(item, list):
+            out.append(array_literal(item, delim))
+        else:
+            out.append("NULL" if item is None else element_literal(item, delim))
+    return "{" + delim.join(out) + "}"
+
+
+def binary_array_text(render: Callable[[bytes], str], delim: str) -> Callable[[bytes], str]:
+    """array_send's bytes -> array_out's text, each element printed by `render`; the
+    dimension decoration ("[0:1][1:2]=") when a lower bound is not 1, as array_out."""
+    parsers = [binary_array_parser(render, depth) for depth in range(1, MAX_DIMS + 1)]
+
+    def text(data: bytes) -> str:
+        (ndim,) = _I32.unpack_from(data)
+        items = parsers[min(max(ndim, 1), MAX_DIMS) - 1](data)  # checks the header
+        body = array_literal(items, delim)
+        bounds = [_HEAD_DIM.unpack_from(data, 12 + 8 * i) for i in range(max(ndim, 0))]
+        if all(lower == 1 for _, lower in bounds):
+            return body
+        return "".join(f"[{lower}:{lower + size - 1}]" for size, lower in bounds) + "=" + body
+
+    return text
+
+
+def map_array_text(delim: str, fn: Callable[[str], str]) -> Callable[[str], str]:
+    """array_out's text with every non-NULL element replaced by `fn` of its text and
+    quoted again as array_out would; shape and dimension decoration kept."""
+    d = re.escape(delim)
+    token = re.compile(rf'"((?:[^"\\]|\\.)*)"|([^"{{}}{d}]+)', re.S)
+
+    def element(match: re.Match[str]) -> str:
+        quoted, bare = match.groups()
+        if quoted is None:
+            value = bare.strip(_ARRAY_SPACE)
+            if not value or value == "NULL":
+                return bare
+        else:
+            value = _BACKSLASH.sub(r"\1", quoted) if "\\" in quoted else quoted
+        return element_literal(fn(value), delim)
+
+    def rewrite(text: str) -> str:
+        start = text.index("=") + 1 if text[0] == "[" else 0
+        return text[:start] + token.sub(element, text[start:])
+
+    return rewrite

@@ -18,7 +18,13 @@ from typing import Any, Final, NamedTuple
 from bridge.encode import binvalues as bv
 from bridge.encode import render as rd
 from bridge.encode import textvalues as tv
-from bridge.encode.arrays import binary_array_parser, text_array_parser
+from bridge.encode.arrays import (
+    array_literal,
+    binary_array_parser,
+    binary_array_text,
+    map_array_text,
+    text_array_parser,
+)
 from bridge.encode.ranges import (
     map_multirange_text,
     map_range_text,
@@ -88,6 +94,11 @@ def _hex(data: bytes) -> str:
     return data.hex()
 
 
+def _hex_bytea_text(text: str) -> str:
+    """bytea's text in either bytea_output form, as bytea_output=hex prints it."""
+    return rd.render_bytea(tv.parse_bytea(text))
+
+
 def _json(value: dict[str, str | None]) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -147,6 +158,7 @@ _DERIVED: Final[dict[Wire, tuple[Wire, Callable[[Any], Any]]]] = {
     Wire.HSTORE_JSON: (Wire.HSTORE, _json),
     Wire.BYTEA_BASE64: (Wire.BYTEA, _base64),
     Wire.BYTEA_HEX: (Wire.BYTEA, _hex),
+    Wire.MONEY_TEXT: (Wire.MONEY, str),
 }
 _PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
     **_BASE_PARSED,
@@ -155,8 +167,9 @@ _PARSED: Final[dict[Wire, tuple[Converter, Converter]]] = {
         for wire, (base, after) in _DERIVED.items()
     },
 }
-# Binary range bounds whose Avro value is not already their text: rendered as text.
-_BOUND_RENDERERS: Final[dict[Wire, Converter]] = {
+# Binary values whose Avro value is not already their text, rendered as PostgreSQL prints
+# them: range bounds, and the elements of arrays written as text.
+_TEXT_RENDERERS: Final[dict[Wire, Converter]] = {
     Wire.INT8: rd.render_int(bv.parse_int8),
     Wire.INT2: rd.render_int(bv.parse_int2),
     Wire.INT4: rd.render_int(bv.parse_int4),
@@ -166,7 +179,23 @@ _BOUND_RENDERERS: Final[dict[Wire, Converter]] = {
     Wire.TIME: rd.render_time,
     Wire.TIMESTAMP: rd.render_timestamp,
     Wire.TIMESTAMPTZ: rd.render_timestamptz,
+    Wire.TIMESTAMPTZ_ISO: rd.render_timestamptz,
+    Wire.DECIMAL: bv.numeric_text,
+    Wire.BOOL: rd.render_bool,
+    Wire.BYTEA: rd.render_bytea,
+    Wire.BYTEA_BASE64: rd.render_bytea,
+    Wire.BYTEA_HEX: rd.render_bytea,
 }
+# Text that depends on session settings the walsender does not fix (TimeZone,
+# bytea_output), re-rendered as the binary renderers print it, inside arrays written as text.
+_NORMALIZED_TEXT: Final[dict[Wire, Callable[[str], str]]] = {
+    Wire.TIMESTAMPTZ: tstz_bound_utc,
+    Wire.TIMESTAMPTZ_ISO: tstz_bound_utc,
+    Wire.RANGE_UTC: map_range_text(tstz_bound_utc),
+    Wire.MULTIRANGE_UTC: map_multirange_text(tstz_bound_utc),
+    **dict.fromkeys((Wire.BYTEA, Wire.BYTEA_BASE64, Wire.BYTEA_HEX), _hex_bytea_text),
+}
+_RANGES: Final = (Wire.RANGE, Wire.RANGE_UTC, Wire.MULTIRANGE, Wire.MULTIRANGE_UTC)
 
 
 # Binary value -> PostgreSQL's text, for the values a schema cannot hold (special_values).
@@ -267,29 +296,16 @@ def array_text(t: ColumnType) -> Converter | None:
     """PostgreSQL's text of a binary array value whose elements `special_text` prints
     (the special_values entry of an array with a clamped element)."""
     element = t.element
-    render = None if element is None else special_text(element.wire)
+    render = None if element is None or t.wire != Wire.ARRAY else special_text(element.wire)
     if render is None:
         return None
     parse = binary_array_parser(render, t.depth)
+    delim = t.delim
 
     def text(raw: bytes) -> str:
-        return _array_literal(parse(raw))
+        return array_literal(parse(raw), delim)
 
     return text
-
-
-def _array_literal(items: list[Any]) -> str:
-    out = []
-    for item in items:
-        if isinstance(item, list):
-            out.append(_array_literal(item))
-        elif item is None:
-            out.append("NULL")
-        elif item and not any(c in item for c in ' ,{}"\\') and item.upper() != "NULL":
-            out.append(item)
-        else:
-            out.append('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"')
-    return "{" + ",".join(out) + "}"
 
 
 def _clamping(parse: Any, bounds: tuple[int, int] | None, clamped: list[int]) -> Any:
@@ -322,6 +338,8 @@ def _converters(t: ColumnType) -> tuple[Converter, Converter | None]:
         raise AssertionError(f"{wire} needs an element type")  # pgtypes always sets it
     if wire == Wire.ARRAY:
         return _array_converters(t, element)
+    if wire == Wire.ARRAY_TEXT:
+        return _array_text_converters(t, element)
     return _range_converters(wire, element)
 
 
@@ -336,6 +354,26 @@ def _array_converters(
     parse_text = text_array_parser(t.delim, elem_text, t.depth)
     binary = None if elem_binary is None else binary_array_parser(elem_binary, t.depth)
     return _decoded(parse_text), binary
+
+
+def _array_text_converters(
+    t: ColumnType, element: ColumnType
+) -> tuple[Converter, Converter | None]:
+    """PostgreSQL's text of the array: the text form as it arrives (elements whose text
+    depends on session settings re-rendered, `_NORMALIZED_TEXT`); the binary form printed
+    with the element's text renderer, or no binary form when the element has none."""
+    normalize = _NORMALIZED_TEXT.get(element.wire)
+    text = _utf8 if normalize is None else _decoded(map_array_text(t.delim, normalize))
+    render = _text_renderer(element.wire)
+    if render is None and element.wire in _RANGES and element.element is not None:
+        render = _range_converters(element.wire, element.element)[1]
+    return text, None if render is None else binary_array_text(render, t.delim)
+
+
+def _text_renderer(wire: Wire) -> Converter | None:
+    """How a binary value of `wire` prints as PostgreSQL's text, if known."""
+    render = _TEXT_RENDERERS.get(wire)
+    return _TEXT_AS_IS.get(wire) if render is None else render
 
 
 def _element_parsers(element: ColumnType) -> tuple[TextParser, Converter | None]:
@@ -359,11 +397,7 @@ def _range_converters(wire: Wire, bound: ColumnType) -> tuple[Converter, Convert
     text: Converter = _utf8
     if wire in (Wire.RANGE_UTC, Wire.MULTIRANGE_UTC):
         text = _decoded((map_multirange_text if multi else map_range_text)(tstz_bound_utc))
-    render = _BOUND_RENDERERS.get(bound.wire)
-    if render is None and bound.wire == Wire.NUMERIC_TEXT:
-        render = bv.numeric_text
-    if render is None and bound.wire in _TEXT_AS_IS:
-        render = _TEXT_AS_IS[bound.wire]
+    render = _text_renderer(bound.wire)
     if render is None:
         return text, None
     return text, (multirange_renderer if multi else range_renderer)(render)

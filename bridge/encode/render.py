@@ -232,3 +232,12 @@ def render_int(parse: Callable[[bytes], int]) -> Renderer:
         return str(parse(data))
 
     return render
+
+
+def render_bool(data: bytes) -> str:
+    return "t" if bv.parse_bool(data) else "f"
+
+
+def render_bytea(data: bytes) -> str:
+    """bytea_output=hex, PostgreSQL's default."""
+    return "\\x" + data.hex()

@@ -43,6 +43,9 @@ Mapping (value = what the converters of `bridge.encode.columns` return):
 Temporal, decimal, uuid, json, enum and interval schemas carry Debezium's connect.name
 (and connect.version / connect.parameters) beside the Avro logical type.
   T[]                       array of ["null", T], nested to the column's dimension count
+                            (array_mode "portable" (default): numeric(p,s) and money elements
+                            as their text; arrays of 2+ dimensions as PostgreSQL's array text, a
+                            string | "typed": decimal elements, nested arrays)
 
 Special values, identical from both wire formats:
 - numeric NaN / ±Infinity: None in decimal and "variable" form (ColumnCodec.may_be_null
@@ -66,7 +69,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, NamedTuple
 
 from bridge.errors import ConfigError
@@ -93,6 +96,7 @@ BINARY_MODES: Final = ("bytes", "base64", "hex")
 TIME_PRECISION_MODES: Final = ("micros", "connect", "adaptive")
 INTERVAL_MODES: Final = ("record", "string", "numeric")
 HSTORE_MODES: Final = ("map", "json")
+ARRAY_MODES: Final = ("portable", "typed")
 _TIMESTAMPTZ_OID, _NUMERIC_OID = 1184, 1700
 _DATE_OID, _TIME_OID, _TIMESTAMP_OID, _BYTEA_OID, _INTERVAL_OID = 1082, 1083, 1114, 17, 1186
 # The widest decimal every consumer reads (Spark's DecimalType holds 38 digits).
@@ -174,6 +178,7 @@ class Wire(enum.Enum):
     FLOAT4 = enum.auto()
     FLOAT8 = enum.auto()
     MONEY = enum.auto()
+    MONEY_TEXT = enum.auto()  # money's numeric text ("12.50"): array elements, portable
     DECIMAL = enum.auto()  # numeric(p, s)
     NUMERIC_DOUBLE = enum.auto()
     NUMERIC_VARIABLE = enum.auto()
@@ -192,6 +197,7 @@ class Wire(enum.Enum):
     BYTEA_BASE64 = enum.auto()
     BYTEA_HEX = enum.auto()
     ARRAY = enum.auto()  # element: the element type
+    ARRAY_TEXT = enum.auto()  # array_out's text; element: the element type
     RANGE = enum.auto()  # element: the bound subtype
     RANGE_UTC = enum.auto()  # timestamptz bounds, re-rendered in UTC
     MULTIRANGE = enum.auto()
@@ -212,6 +218,7 @@ class CodecOptions:
     time_precision_mode: str = "micros"
     interval_mode: str = "string"
     hstore_mode: str = "map"
+    array_mode: str = "portable"
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -225,6 +232,7 @@ class CodecOptions:
             ("time_precision_mode", TIME_PRECISION_MODES),
             ("interval_mode", INTERVAL_MODES),
             ("hstore_mode", HSTORE_MODES),
+            ("array_mode", ARRAY_MODES),
         ):
             value = getattr(self, name)
             if value not in allowed:
@@ -373,12 +381,28 @@ def _annotate(schema: AvroSchema, key: str, value: str) -> AvroSchema:
 def _array_type(
     t: PgType, typmod: int, catalog: TypeCatalog, options: CodecOptions, depth: int
 ) -> ColumnType:
+    """Arrays as nested Avro arrays; under array_mode "portable" in the forms Debezium's
+    JDBC sink (3.3) can bind. It binds an array through PgJDBC's createArrayOf(name of the
+    element's column type): a Connect decimal's name is "decimal(p,s)", which names no
+    server type (its task dies), so decimal elements (numeric(p,s), money) travel as their
+    exact text; a nested array's name ("integer[]") names no element type either, so
+    arrays of two or more dimensions travel as PostgreSQL's own text of the array."""
     elem_type = catalog.lookup(t.elem_oid)
-    elem = _column_type(elem_type, typmod, catalog, options, 1)
-    schema: AvroSchema = {"type": "array", "items": ["null", elem.avro_schema]}
-    for _ in range(depth - 1):
-        schema = {"type": "array", "items": schema}
-    typed = _typed(schema, t, Wire.ARRAY)
+    portable = options.array_mode == "portable"
+    elem_options = options
+    if portable and options.decimal_mode == "precise":
+        elem_options = replace(options, decimal_mode="string")
+    elem = _column_type(elem_type, typmod, catalog, elem_options, 1)
+    if portable and elem.wire == Wire.MONEY:  # a decimal(19,2): its text too
+        notes = {k: v for k, v in elem.avro_schema.items() if k.startswith("pg.")}
+        elem = elem._replace(avro_schema={**_STRING, **notes}, wire=Wire.MONEY_TEXT)
+    if portable and depth > 1:
+        typed = _typed(_STRING, t, Wire.ARRAY_TEXT)
+    else:
+        schema: AvroSchema = {"type": "array", "items": ["null", elem.avro_schema]}
+        for _ in range(depth - 1):
+            schema = {"type": "array", "items": schema}
+        typed = _typed(schema, t, Wire.ARRAY)
     return typed._replace(element=elem, depth=depth, delim=elem_type.delim)
 
 

@@ -19,8 +19,12 @@ the same rows at any snapshot. Ctid ranges do not: after a resume, a keyless
 table's row moved by an update since the crash can be read twice, or only through
 the update's streamed event.
 
-Incremental snapshots (`incremental`): signalled through a table, read chunk by
-chunk between watermarks while streaming continues.
+Incremental snapshots (`incremental`): signalled through a table or a Kafka topic
+(`signals`), read chunk by chunk between watermarks while streaming continues: rows of
+the signal table, or with `snapshot.read_only` the chunk read's own transaction snapshot
+(`watermarks`), its runs then kept in the state topic (`runstate`).
+
+Notifications (`notify`): the progress of both kinds, to `snapshot.notification_topic`.
 
 Modes: see `modes`.
 """

@@ -52,6 +52,7 @@ from bridge.snapshot.initial import snapshot_tables
 from bridge.snapshot.reader import (
     build_jobs,
     connect,
+    export_again,
     import_snapshot,
     read_chunk,
     snapshot_source,
@@ -125,9 +126,7 @@ def hold_snapshot(cfg: Config, store: ProgressStore, exported: str, lsn: LSN) ->
     conn = connect(cfg.source.conninfo())
     try:
         import_snapshot(conn, exported)
-        row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
-        assert row is not None
-        name = str(row[0])
+        name = export_again(conn)
         store.set_detail(INITIAL, {"mode": EXTERNAL, "snapshot": name})
         store.set_state(INITIAL, RUNNING, lsn)
     except BaseException:

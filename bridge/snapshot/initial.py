@@ -390,8 +390,7 @@ class InitialSnapshot:
         """Store every chunk whose records Kafka has all confirmed."""
         still: list[_InFlight] = []
         for entry in in_flight:
-            handle = entry.handle
-            if handle.closed and not handle.pending and not handle.failed:
+            if entry.handle.complete:
                 self._store.finish_chunk(INITIAL, entry.chunk, entry.rows)
                 self._progress.add_rows(entry.chunk.table, entry.rows, chunks=1)
             else:

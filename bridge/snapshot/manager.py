@@ -22,10 +22,12 @@ from bridge.decode.messages import Relation
 from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.lsn import LSN
-from bridge.snapshot import external, modes
+from bridge.snapshot import external, modes, notify
 from bridge.snapshot.incremental import IncrementalSnapshotter
 from bridge.snapshot.initial import InitialSnapshot
+from bridge.snapshot.notify import Notifier
 from bridge.snapshot.progress import SnapshotProgress
+from bridge.snapshot.runstate import KafkaRunStore
 from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, INITIAL, PENDING, RUNNING, ProgressStore, is_private
 from bridge.source import libpq, slots
@@ -34,15 +36,20 @@ log = logging.getLogger("bridge.snapshot")
 
 
 class SnapshotManager:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, notifier: Notifier | None = None) -> None:
         self.cfg = cfg
         src, snap = cfg.source, cfg.snapshot
-        self.progress = SnapshotProgress()  # read by the metrics endpoint
+        self.notifier = notifier  # snapshot.notification_topic
+        # read by the metrics endpoint
+        self.progress = SnapshotProgress(
+            on_table=None if notifier is None else notifier.initial_table
+        )
         self.store = ProgressStore(src.conninfo(), snap.progress_schema, src.slot_name)
         self._schema = snap.progress_schema
         self._slot: slots.Slot | None = None
         self._action: str | None = None
         self._incremental: IncrementalSnapshotter | None = None
+        self._runs: KafkaRunStore | None = None  # snapshot.read_only
         self._pending: modes.TemporaryExport | None = None  # read after the stream reaches it
         self._hold: external.SnapshotHold | None = None  # snapshot.mode external
 
@@ -213,32 +220,53 @@ class SnapshotManager:
         keep_alive: Callable[[], None],
     ) -> bool:
         """Read the snapshot `name` at `lsn`; True once complete and recorded as done."""
-        done = InitialSnapshot(
-            self.cfg,
-            self.store,
-            self.progress,
-            snapshot_name=name,
-            lsn=lsn,
-            release=release,
-            should_stop=should_stop,
-            keep_alive=keep_alive,
-        ).run()
+        self._notify(notify.STARTED)
+        done = False
+        try:
+            done = InitialSnapshot(
+                self.cfg,
+                self.store,
+                self.progress,
+                snapshot_name=name,
+                lsn=lsn,
+                release=release,
+                should_stop=should_stop,
+                keep_alive=keep_alive,
+            ).run()
+        finally:
+            if not done:
+                self._notify(notify.ABORTED)
         if not done:
             log.info("snapshot stopped before its end: the next start resumes it")
             return False
         self.store.set_state(INITIAL, DONE)
         log.info("snapshot complete")
+        self._notify(notify.COMPLETED)
         return True
+
+    def _notify(self, kind: str) -> None:
+        if self.notifier is not None:
+            self.notifier.send(notify.INITIAL, kind, {})
 
     def incremental(
         self, encoders: EncoderCache, relation_of: Callable[[int], Relation | None]
     ) -> IncrementalSnapshotter | None:
-        """The streaming hooks, when a signal table is configured."""
-        if self.cfg.snapshot.signal_table is None:
+        """The streaming hooks, when a signal table or snapshot.read_only is configured;
+        read-only runs are kept in the state topic, the others in the progress tables."""
+        snap = self.cfg.snapshot
+        if snap.signal_table is None and not snap.read_only:
             return None
-        signals = None if self.cfg.snapshot.signal_kafka_topic is None else KafkaSignals(self.cfg)
+        if snap.read_only:
+            self._runs = KafkaRunStore(self.cfg)
+        signals = None if snap.signal_kafka_topic is None else KafkaSignals(self.cfg)
         self._incremental = IncrementalSnapshotter(
-            self.cfg, self.store, self.progress, encoders, relation_of, signals
+            self.cfg,
+            self._runs or self.store,
+            self.progress,
+            encoders,
+            relation_of,
+            signals,
+            self.notifier,
         )
         return self._incremental
 
@@ -249,6 +277,8 @@ class SnapshotManager:
             self._pending.close()
         if self._incremental is not None:
             self._incremental.close()
+        if self._runs is not None:
+            self._runs.close()
         self.store.close()
 
 

@@ -11,6 +11,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -58,14 +59,23 @@ class _Table:
         self.rows_before = 0  # done by an earlier run of a resumed snapshot
 
 
-class SnapshotProgress:
-    """Thread-safe per-table counters; `tables()` is the read side for metrics."""
+# `on_table` events: a table's scan started, or is done.
+TABLE_STARTED, TABLE_DONE = "started", "done"
+TableListener = Callable[[str, TableStatus], None]
 
-    def __init__(self, clock: Any = time.monotonic) -> None:
+
+class SnapshotProgress:
+    """Thread-safe per-table counters; `tables()` is the read side for metrics.
+
+    `on_table(event, status)` hears of each table's start and end (the initial snapshot's
+    notifications, `bridge.snapshot.notify`), on the thread that made the change."""
+
+    def __init__(self, clock: Any = time.monotonic, on_table: TableListener | None = None) -> None:
         self._lock = threading.Lock()
         self._tables: dict[str, _Table] = {}
         self._started: dict[str, float] = {}
         self._clock = clock
+        self._on_table = on_table
 
     def start_table(self, table: str, kind: str, estimate: int, rows_done: int = 0) -> None:
         with self._lock:
@@ -73,6 +83,8 @@ class SnapshotProgress:
             entry.rows = entry.rows_before = rows_done
             self._tables[table] = entry
             self._started[table] = self._clock()
+        if self._on_table is not None:
+            self._on_table(TABLE_STARTED, TableStatus(table, kind, rows_done, estimate, False))
 
     def planned(self, table: str, chunks: int = 1) -> None:
         with self._lock:
@@ -101,6 +113,8 @@ class SnapshotProgress:
             rows, before = entry.rows, entry.rows_before
             seconds = self._clock() - self._started[table]
             kind = entry.kind
+        if self._on_table is not None:
+            self._on_table(TABLE_DONE, TableStatus(table, kind, rows, rows, True))
         rate = (rows - before) / seconds if seconds > 0 else 0.0
         resumed = f" ({before} before the resume)" if before else ""
         log.info(

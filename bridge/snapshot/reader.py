@@ -109,6 +109,16 @@ def import_snapshot(conn: psycopg.Connection[Any], snapshot_name: str) -> None:
     conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
 
 
+def export_again(conn: psycopg.Connection[Any]) -> str:
+    """A new id of the snapshot `conn`'s transaction imported, importable by other sessions
+    until that transaction ends (a slot's exported snapshot lasts only until its replication
+    connection's next command). `conn` may read text as raw bytes (`connect`)."""
+    row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
+    assert row is not None
+    found = row[0]
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
 def read_chunk(
     conn: psycopg.Connection[Any], table: SnapshotTable, chunk: Chunk, binary: bool
 ) -> bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import psycopg
 from psycopg import sql
@@ -74,6 +74,21 @@ class Run(NamedTuple):
 class ChunkState(NamedTuple):
     chunk: Chunk
     rows: int | None  # None: not (confirmed) done
+
+
+class RunStore(Protocol):
+    """Where incremental snapshot runs are kept: `ProgressStore` (tables in the source), or
+    `bridge.snapshot.runstate.KafkaRunStore` (the state topic, snapshot.read_only)."""
+
+    def run(self, run_id: str) -> Run | None: ...
+
+    def runs(self, kind: str, state: str) -> list[Run]: ...
+
+    def begin(self, run_id: str, kind: str, state: str, detail: dict[str, Any]) -> None: ...
+
+    def set_state(self, run_id: str, state: str, lsn: LSN | None = None) -> None: ...
+
+    def set_detail(self, run_id: str, detail: dict[str, Any]) -> None: ...
 
 
 class ProgressStore:

@@ -378,6 +378,41 @@ def _mark_truncated(spark: SparkSession, target: str, lsn: int) -> None:
     )
 
 
+def fold(
+    changes: DataFrame,
+    table: DeltaTable | None,
+    key_columns: Sequence[str],
+    *,
+    ignore_null_updates: bool = False,
+) -> tuple[DataFrame, int | None, list[DataFrame]]:
+    """The state per key that `changes` leave on top of `table` (None: on nothing): tombstones
+    and TRUNCATEs dropped with every change older than the newest TRUNCATE (or the table's
+    floor), key changes' creates completed (`carry_over`), then `latest_per_key`. Returns it,
+    the TRUNCATE LSN still to apply to `table` (None: none newer than its floor), and the
+    DataFrames cached on the way (unpersist them once the state is used).
+
+    The apply MERGEs this state; `bridge verify --spark` compares it with PostgreSQL, so
+    both follow one set of rules."""
+    if "_tombstone" in changes.columns:
+        changes = changes.where(~sf.col("_tombstone"))
+    floor = _truncated_lsn(table)
+    # One pass over the changes for the newest TRUNCATE and the values key changes lack.
+    moved = sf.sum(sf.when(_moved(), sf.size("_unchanged"))) if OLD_KEY in changes.columns else None
+    found = changes.agg(
+        sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))),
+        sf.lit(0) if moved is None else moved,
+    ).first()
+    truncate = found[0] if found is not None and (found[0] or 0) > floor else None
+    lacking = int(found[1] or 0) if found is not None else 0
+    kept = changes.where(
+        (sf.col("op") != "t")
+        & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
+    )
+    kept, cached = carry_over(kept, table, key_columns, max(floor, truncate or 0), lacking)
+    latest = latest_per_key(kept, key_columns, ignore_null_updates=ignore_null_updates)
+    return latest, truncate, cached
+
+
 def apply_batch(
     changes: DataFrame,
     target: str,
@@ -414,24 +449,11 @@ def apply_batch(
     defaults = {
         f.name: f.metadata[DEFAULT_ROW] for f in changes.schema.fields if DEFAULT_ROW in f.metadata
     }
-    if "_tombstone" in changes.columns:
-        changes = changes.where(~sf.col("_tombstone"))
     table = _table(spark, target)
-    floor = _truncated_lsn(table)
-    # One pass over the changes for the newest TRUNCATE and the values key changes lack.
-    moved = sf.sum(sf.when(_moved(), sf.size("_unchanged"))) if OLD_KEY in changes.columns else None
-    found = changes.agg(
-        sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))),
-        sf.lit(0) if moved is None else moved,
-    ).first()
-    truncate = found[0] if found is not None and (found[0] or 0) > floor else None
-    lacking = int(found[1] or 0) if found is not None else 0
-    kept = changes.where(
-        (sf.col("op") != "t")
-        & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
+    latest, truncate, cached = fold(
+        changes, table, key_columns, ignore_null_updates=ignore_null_updates
     )
-    kept, cached = carry_over(kept, table, key_columns, max(floor, truncate or 0), lacking)
-    latest = latest_per_key(kept, key_columns, ignore_null_updates=ignore_null_updates).persist()
+    latest = latest.persist()
     try:
         data = [c for c in latest.columns if c != "op" and c not in TARGET_META]
         shape = latest.select(

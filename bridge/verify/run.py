@@ -12,6 +12,9 @@ The topics: verify waits until the bridge's slot shows a confirmed position at o
 to the end offset it has at that moment, leaving out the records of transactions committed
 at or after L (`state`). Partitions are read side by side, merged by commit LSN, so the
 old key of a primary-key change is folded before the new key's create needs its values.
+
+`--spark` compares each table in a Spark job instead (`distributed`), at the same point:
+this process holds the snapshot's transaction open while Spark's tasks read inside it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.initial import table_topic_filter
 from bridge.snapshot.modes import TemporaryExport
-from bridge.snapshot.reader import build_jobs, connect, import_snapshot
+from bridge.snapshot.reader import (
+    TableJob,
+    build_jobs,
+    connect,
+    export_again,
+    import_snapshot,
+)
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.state import Decoder, TopicState, commit_lsn
@@ -204,16 +213,22 @@ def verify(
     delta: Mapping[str, str] | None = None,
     spark: Any = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    distributed: bool = False,
+    spark_master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> Verification:
     """Compare every captured table (or `tables`) with its topic at one point, and the
     tables named in `delta` (table -> Delta path or name) with that Delta table too, read
-    by `spark` (a SparkSession; one is started when None). A table's topic state beyond
-    `memory_limit` bytes goes to disk (`bridge.verify.store`)."""
+    by `spark` (a SparkSession; when None, one is started with `spark_master`, default
+    `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). A table's topic
+    state beyond `memory_limit` bytes goes to disk (`bridge.verify.store`). `distributed`:
+    each table is compared by a Spark job instead (`bridge.verify.distributed`), read there
+    inside the point's snapshot, which this process holds open meanwhile."""
     with ExitStack() as opened:
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
-        _check_delta(chosen, delta or {})
+        _check_delta(chosen, delta or {}, distributed)
         type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
         reader = connect(cfg.source.conninfo(), type_oids)
         opened.callback(reader.close)
@@ -243,11 +258,16 @@ def verify(
             if table.method != METHOD_KEY or key_schema is None:
                 result.skipped = "no primary key or replica identity index: rows have no key"
                 continue
+            if distributed:
+                spark = spark or opened.enter_context(_session(spark_master, spark_conf))
+                _in_spark(spark, cfg, catalog_conn, reader, point, job, result, progress)
+                continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             target = (delta or {}).get(table.label)
-            later = target is not None
             with closing(
-                TopicState(decoder, point, track_later=later, memory_limit=memory_limit)
+                TopicState(
+                    decoder, point, track_later=target is not None, memory_limit=memory_limit
+                )
             ) as state:
                 result.ends = read_topic(cfg, job.topic, state, timeout)
                 result.decoder = decoder
@@ -256,12 +276,10 @@ def verify(
                 if target is None:
                     compare_table(reader, table, job, state, result)
                 else:
-                    if spark is None:
-                        spark = opened.enter_context(_session())
+                    spark = spark or opened.enter_context(_session(spark_master, spark_conf))
                     progress(f"{table.label}: comparing the topic, then the Delta table {target}")
                     _with_lake(cfg, reader, spark, target, state, result, timeout)
-            where = " (the topic's key states past --memory-limit-mb: on disk)" * result.on_disk
-            progress(f"{table.label}: {result.status}{where}")
+            progress(f"{table.label}: {result.status}" + " (key states on disk)" * result.on_disk)
         return Verification(point, results)
 
 
@@ -278,7 +296,27 @@ def parse_targets(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:
+def parse_settings(specs: list[str]) -> dict[str, str]:
+    """`--spark-conf KEY=VALUE` options -> Spark settings."""
+    out = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--spark-conf {spec!r}", hint="write --spark-conf spark.some.setting=value"
+            )
+        out[key.strip()] = value
+    return out
+
+
+def _check_delta(
+    chosen: Sequence[SnapshotTable], delta: Mapping[str, str], distributed: bool
+) -> None:
+    if distributed and delta:
+        raise ConfigError(
+            "--spark compares Kafka with PostgreSQL; --delta is not supported with it",
+            hint="verify the Delta tables in a run without --spark",
+        )
     unknown = sorted(set(delta) - {t.label for t in chosen})
     if unknown:
         raise ConfigError(
@@ -308,12 +346,35 @@ def _with_lake(
     result.lake = side.compare(spark, cfg, target, keys, timeout)
 
 
+def _in_spark(
+    spark: Any,
+    cfg: Config,
+    catalog_conn: psycopg.Connection[Any],
+    reader: psycopg.Connection[Any],
+    point: int,
+    job: TableJob,
+    result: TableResult,
+    progress: Callable[[str], None],
+) -> None:
+    """`bridge.verify.distributed.compare_in_spark`, its tasks reading inside `reader`'s
+    snapshot (exported again for them: valid while `reader`'s transaction is open)."""
+    from bridge.verify.distributed import compare_in_spark  # noqa: PLC0415 (pyspark: slow)
+
+    progress(f"{job.table.label}: comparing in Spark")
+    compare_in_spark(spark, cfg, catalog_conn, export_again(reader), point, job, result)
+    progress(f"{job.table.label}: {result.status}")
+
+
 @contextmanager
-def _session() -> Iterator[Any]:
+def _session(master: str | None, conf: Mapping[str, str] | None) -> Iterator[Any]:
     """A SparkSession with the Kafka, Avro and Delta jars, stopped afterwards."""
     from bridge.spark.jars import spark_session  # noqa: PLC0415 (pyspark: slow import)
 
-    session = spark_session("bridge-verify")
+    session = (
+        spark_session("bridge-verify", extra_conf=conf)
+        if master is None
+        else spark_session("bridge-verify", master, conf)
+    )
     try:
         yield session
     finally:

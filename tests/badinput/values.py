@@ -3,8 +3,8 @@
 Codecs cover every OID of `BUILTIN_TYPES` (scalars, arrays, ranges, multiranges)
 with default options, plus the option- and typmod-dependent variants (timestamptz
 iso, numeric double/variable, numeric(p,s) with negative and oversized scale,
-multi-dimensional arrays). Inputs mutate real wire values of the same type
-(`value_seeds.SEEDS`), values of another type, or are random bytes.
+multi-dimensional arrays, arrays under avro.array_mode typed). Inputs mutate real wire
+values of the same type (`value_seeds.SEEDS`), values of another type, or are random bytes.
 
 Each converted value then goes through the serializer's writer for its Avro type,
 as in the pipeline: the acceptable outcomes are Avro bytes, `ValueConversionError` (the
@@ -33,6 +33,7 @@ _OPTION_VARIANTS = (
     CodecOptions(timestamptz_mode="iso", numeric_mode="double"),
     CodecOptions(numeric_mode="variable"),
 )
+_TYPED = CodecOptions(array_mode="typed")  # nested arrays, decimal elements
 _OPTION_DEPENDENT = (1184, 1185, 3910, 3911, 4534, 6153, 1700, 1231, 3906, 4532)
 
 
@@ -78,10 +79,13 @@ def _codecs() -> list[tuple[int, str, ColumnCodec]]:
         label = f"numeric({precision},{scale})"
         codecs.append((1700, label, column_codec(1700, typmod, _CATALOG)))
         codecs.append((1231, label + "[]", column_codec(1231, typmod, _CATALOG)))
+        codecs.append((1231, label + "[] typed", column_codec(1231, typmod, _CATALOG, _TYPED)))
     for ndims in (2, 3):
         for oid in (1007, 1009, 1231, 1185, 3905):
             label = f"{BUILTIN_TYPES[oid].name} ndims={ndims}"
             codecs.append((oid, label, column_codec(oid, -1, _CATALOG, ndims=ndims)))
+            codec = column_codec(oid, -1, _CATALOG, _TYPED, ndims=ndims)
+            codecs.append((oid, label + " typed", codec))
     return codecs
 
 

@@ -38,7 +38,7 @@ from psycopg.types.hstore import register_hstore
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.functions import expr
 from running import running
-from schema.live import bridge_config, read_topic, unique
+from schema.live import bridge_config, read_topic, unique, wait_delivered
 from waiting import wait_for
 
 from consumers.connect import jdbc_sink_config
@@ -331,6 +331,7 @@ def measured(stack: Any, spark: Any, connect_worker: Any, flink_sql: FlinkSQL) -
                     for table, cols in _sink_tables():
                         conn.execute(_copy(table, cols))
                 received = read_topic(cfg, topic, ROWS, alive=bridge.alive)
+                wait_delivered(bridge, conn, cfg)  # the sink's tables' rows too
             assert len(received) == ROWS
             _reading(conn)
             expected = {

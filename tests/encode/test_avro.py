@@ -36,6 +36,9 @@ RELATION = Relation(
 DETAILS = TableDetails(("id", "dec"), {n: ColumnDetails(d) for n, _, _, d in COLUMNS})
 TABLES = {
     "default": TableCodec(RELATION, StaticCatalog([HSTORE]), DETAILS, CodecOptions(), "srv"),
+    "typed-arrays": TableCodec(  # nested arrays, decimal elements
+        RELATION, StaticCatalog([HSTORE]), DETAILS, CodecOptions(array_mode="typed"), "srv"
+    ),
     "variable-iso": TableCodec(
         RELATION,
         StaticCatalog([HSTORE]),

@@ -276,6 +276,7 @@ def _no_logical(schema: Any) -> Any:
     return schema
 
 
+TYPED_ARRAYS = CodecOptions(array_mode="typed")
 NUMERIC_ARRAY = Relation(
     None, 6, "public", "nums", "d", (Column(1, "id", 23, -1), Column(0, "na", 1231, NUMERIC_12_2))
 )
@@ -296,9 +297,10 @@ def _numeric_array(items: list[bytes | None]) -> bytes:
     ],
 )
 def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) -> None:
-    """A NaN element of numeric(p,s)[] is a null element, as a scalar NaN is null: the
-    array's text in special_values tells it from the NULL beside it."""
-    t = table(CodecOptions(), relation=NUMERIC_ARRAY)
+    """With decimal elements (avro.array_mode typed), a NaN element of numeric(p,s)[] is a
+    null element, as a scalar NaN is null: the array's text in special_values tells it
+    from the NULL beside it."""
+    t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
     [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 2), row))
     envelope = read(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None, None]
@@ -306,10 +308,27 @@ def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) ->
 
 
 def test_numeric_array_without_nan_has_no_special_values() -> None:
-    t = table(CodecOptions(), relation=NUMERIC_ARRAY)
+    t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
     [(_key, value, _)] = records(
         t, "c", None, TupleData(bytes([KIND_TEXT] * 2), (b"1", b"{1.5,NULL}"))
     )
     envelope = read(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None]
+    assert envelope["special_values"] is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "row"),
+    [
+        (KIND_TEXT, (b"1", b"{1.50,NaN,NULL}")),
+        (KIND_BINARY, (I32.pack(1), _numeric_array([_numeric_text("1.50"), NAN, None]))),
+    ],
+)
+def test_numeric_array_elements_are_text_by_default(kind: int, row: tuple[bytes, bytes]) -> None:
+    """avro.array_mode portable: numeric(p,s) elements are their exact text (the form
+    Debezium's JDBC sink can bind), so NaN needs no special_values entry."""
+    t = table(CodecOptions(), relation=NUMERIC_ARRAY)
+    [(_key, value, _)] = records(t, "c", None, TupleData(bytes([kind] * 2), row))
+    envelope = read(t, value)
+    assert envelope["after"]["na"] == ["1.50", "NaN", None]
     assert envelope["special_values"] is None

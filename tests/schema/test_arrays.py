@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.encode.arrays import binary_array_parser, reshape, text_array_parser
+from bridge.encode.arrays import (
+    array_literal,
+    binary_array_parser,
+    binary_array_text,
+    map_array_text,
+    reshape,
+    text_array_parser,
+)
 from bridge.encode.binvalues import parse_utf8
 from bridge.encode.textvalues import identity
 
@@ -86,6 +93,35 @@ def test_text_and_binary_parsers_agree_with_encoders(
     from_binary = binary_array_parser(parse_utf8, depth)(encode_binary(value))
     assert from_text == expected
     assert from_binary == expected
+
+
+@given(arrays(), st.sampled_from([",", ";"]))
+def test_array_text_as_array_out_prints_it(value: list[Any], delim: str) -> None:
+    """avro.array_mode portable writes an array as PostgreSQL's text: from binary (the
+    elements rendered) and from text with re-rendered elements, shape kept."""
+    expected = encode_text(value, delim)
+    assert array_literal(value, delim) == expected
+    assert binary_array_text(parse_utf8, delim)(encode_binary(value)) == expected
+    assert map_array_text(delim, identity)(expected) == expected
+    upper = map_array_text(delim, str.upper)(expected)
+    assert upper == encode_text(_mapped(value, str.upper), delim)
+
+
+def _mapped(value: Any, fn: Any) -> Any:
+    if isinstance(value, list):
+        return [_mapped(v, fn) for v in value]
+    return None if value is None else fn(value)
+
+
+def test_array_text_keeps_lower_bounds() -> None:
+    """array_out prints "[lower:upper]" per dimension when a lower bound is not 1."""
+    binary = struct.pack(">iiI", 2, 0, 23) + struct.pack(">iiii", 2, 0, 1, 1)
+    binary += b"".join(struct.pack(">i4s", 4, n.to_bytes(4, "big")) for n in (7, 8))
+    render = binary_array_text(lambda b: str(int.from_bytes(b, "big")), ",")
+    assert render(binary) == "[0:1][1:1]={{7},{8}}"
+    assert render(struct.pack(">iiI", 0, 0, 23)) == "{}"
+    rewrite = map_array_text(",", lambda t: t + "0")
+    assert rewrite("[0:1][1:1]={{7},{NULL}}") == "[0:1][1:1]={{70},{NULL}}"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -13,6 +14,7 @@ import pytest
 
 from bridge.encode.columns import ColumnCodec, column_codec
 from bridge.schema import CodecOptions, PgCatalog
+from bridge.schema.pgtypes import Wire
 
 from .helpers import Conn, avro_check, canon, fetch_raw
 
@@ -468,9 +470,46 @@ def test_scalar_and_array_values(catalog: PgCatalog, session: Conn, case: Case) 
         (types[n + 3][0], 2, [expected]),
         (types[n + 4][0], 3, []),
     ]
+    typed = replace(case.options, array_mode="typed")  # nested arrays, decimal elements
     for i, (oid, ndims, want) in enumerate(columns):
-        codec = column_codec(oid, types[i][1], catalog, case.options, ndims=ndims)
+        options = case.options if i < n else typed
+        codec = column_codec(oid, types[i][1], catalog, options, ndims=ndims)
         _check(codec, texts[i], binaries[i], want)
+    # avro.array_mode portable (the default): decimal elements as their text, 2-D as text.
+    array = column_codec(types[n][0], types[n][1], catalog, case.options)
+    element = column_codec(types[n][0], types[n][1], catalog, typed).type.element
+    assert element is not None
+    want: list[Any] = list(expected)
+    if element.wire == Wire.DECIMAL:  # PostgreSQL's text, NaN included
+        want = [None if t is None else t.decode() for t in texts[:n]]
+    elif element.wire == Wire.MONEY:  # the numeric text, not the locale's
+        want = [str(e) for e in expected]
+    _check(array, texts[n], binaries[n], [*want, None])
+    grid_codec = column_codec(types[n + 1][0], types[n + 1][1], catalog, case.options, ndims=2)
+    as_is = "bytea_output" not in case.settings  # escape: printed as hex by the bridge
+    _check_array_text(grid_codec, texts[n + 1], binaries[n + 1], as_is)
+
+
+# Elements whose PostgreSQL text depends on the session (TimeZone, bytea_output): the
+# bridge prints them as with TimeZone=UTC and bytea_output=hex.
+_SESSION_TEXT = (Wire.TIMESTAMPTZ, Wire.TIMESTAMPTZ_ISO, Wire.RANGE_UTC, Wire.MULTIRANGE_UTC)
+
+
+def _check_array_text(
+    codec: ColumnCodec, text: bytes | None, binary: bytes | None, as_is: bool
+) -> None:
+    """A 2-D array under array_mode portable: PostgreSQL's text of it, from text (as it
+    arrives, or re-rendered for session-dependent elements) and from binary alike."""
+    assert text is not None and binary is not None
+    assert codec.avro_schema == {"type": "string", "pg.type": codec.pg_type_name}
+    element = codec.type.element
+    assert element is not None
+    from_text = codec.from_text(text)
+    if as_is and element.wire not in _SESSION_TEXT:
+        assert from_text == text.decode()
+    if codec.supports_binary:
+        assert from_text == codec.from_binary(binary), (text, binary)
+    avro_check(["null", codec.avro_schema]).assert_roundtrip(from_text)
 
 
 @pytest.mark.parametrize(
@@ -529,7 +568,7 @@ def test_domain_schema_names_base_and_domain(catalog: PgCatalog, pg_conn: Conn) 
 
 
 def test_multidimensional_schema_nests_arrays(catalog: PgCatalog) -> None:
-    codec = column_codec(1007, -1, catalog, ndims=3)
+    codec = column_codec(1007, -1, catalog, CodecOptions(array_mode="typed"), ndims=3)
     assert codec.avro_schema == {
         "type": "array",
         "items": {

@@ -38,6 +38,7 @@ def _codecs() -> list[ColumnCodec]:
     codecs += [
         column_codec(1700, (10 << 16 | 2) + 4, CATALOG),
         column_codec(1007, -1, CATALOG, ndims=3),
+        column_codec(1007, -1, CATALOG, CodecOptions(array_mode="typed"), ndims=3),
     ]
     return codecs
 

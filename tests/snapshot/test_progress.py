@@ -65,3 +65,17 @@ def test_disabled_bars_do_nothing() -> None:
         bars.refresh()
     assert not ProgressBars.wanted("never")
     assert ProgressBars.wanted("always")
+
+
+def test_table_listener_hears_starts_and_ends() -> None:
+    heard: list[tuple[str, TableStatus]] = []
+    progress = SnapshotProgress(on_table=lambda event, status: heard.append((event, status)))
+    progress.start_table("public.t", "initial", estimate=10)
+    progress.planned("public.t", 1)
+    progress.planning_done("public.t")
+    progress.add_rows("public.t", 7, chunks=1)
+    progress.finish("public.t")  # once only
+    assert heard == [
+        ("started", TableStatus("public.t", "initial", 0, 10, False)),
+        ("done", TableStatus("public.t", "initial", 7, 7, True)),
+    ]

@@ -119,6 +119,6 @@ def test_delta_table_checked_against_postgres(
         "different": ['{"id": 3}'],
         "missing": ['{"id": 4}'],
         "ghost": ['{"id": 7}'],
-        "behind": ['{"id": 200}', '{"id": 6}'],
+        "behind": ['{"id": 6}', '{"id": 200}'],  # in key order
     }
     assert "public.items: Delta table" in as_table(found)

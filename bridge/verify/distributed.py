@@ -1,0 +1,250 @@
+"""`bridge verify --spark`: one table compared by a Spark job, for tables beyond one machine.
+
+The same comparison as `compare`, at the same point L (`run` takes it and keeps the
+snapshot's transaction open meanwhile), with the work spread over Spark's executors:
+
+- PostgreSQL: the table is planned in primary-key ranges (`snapshot.chunk_size` rows, as
+  the bridge's snapshot plans them) and each range is one Spark task that imports the
+  point's snapshot (exported again by verify's session, `export_again`), reads its range
+  and encodes the rows with the bridge's own encoder: the task of the Spark initial load
+  (`bridge.snapshot.external.read_task`, `bridge.spark.initial_load.loaded_rows`), so the
+  rows are the records the bridge's snapshot would write (op "r" at L).
+- Kafka: the topic is read by the Spark apply's reader (`bridge.spark.reader`, committed
+  records only, the offsets present now), the records committed at or after L left out
+  (snapshot reads by their snapshot's LSN), and folded per key by the apply's own rules
+  (`bridge.spark.apply.fold`: TRUNCATE, key changes' carried TOAST values, newest change
+  per key): the state a key-based consumer holds at L.
+- Both sides are PostgreSQL's encoder's Avro decoded by the same reader schema with
+  `from_avro`, so every documented conversion (numeric modes, infinity sentinels, TOAST
+  placeholders, timestamps) lands in the same Spark value on both sides. Spark's JDBC
+  source is not used: its type mapping is another conversion of every type, to be kept
+  equal to the bridge's by hand.
+- Each row becomes its key, one 8-byte hash (xxhash64) per column, a hash of the whole row
+  and a bucket (a hash of the key modulo the number of key ranges, so a bucket holds about
+  `snapshot.chunk_size` keys, on both sides alike). First each bucket is summed up on each
+  side, order-independently (its row count and the XOR of its row hashes): a bucket equal
+  on both sides holds equal rows, settled without a per-key shuffle (`decoded` counts the
+  PostgreSQL rows that were not). Only the other buckets' keys go through a full outer
+  join on the key: equal, missing (PostgreSQL only), ghost (Kafka only) or different (with
+  the columns whose hashes differ), as `compare` reports them. Only keys and hashes are
+  shuffled, whatever the row width. Equal hashes of different values (2^-64) would count
+  as equal.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Final
+
+import psycopg
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql.types import DataType
+
+from bridge.config import Config, KafkaConfig
+from bridge.snapshot import chunks
+from bridge.snapshot.external import LoadTable, LoadTask, read_task
+from bridge.snapshot.reader import TableJob
+from bridge.spark.apply import TARGET_META, fold
+from bridge.spark.initial_load import loaded_rows
+from bridge.spark.reader import ChangeDecoder, read_changes
+from bridge.spark.registry import SchemaSource
+from bridge.verify.compare import TableResult
+from bridge.verify.lake import _auth, tally
+from bridge.verify.run import topic_offsets
+
+KINDS: Final = ("equal", "missing", "ghost", "different")
+_JAAS: Final = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def kafka_options(kafka: KafkaConfig) -> dict[str, str]:
+    """Spark's Kafka source options for the brokers the bridge writes to: the Java client's
+    names for `KafkaConfig.client_config`'s connection settings, and committed records
+    only (as `run` reads them)."""
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "kafka.security.protocol": kafka.security_protocol,
+        "kafka.isolation.level": "read_committed",
+    }
+    if kafka.sasl_mechanism is not None:
+        password = kafka.sasl_password
+        credentials = {
+            "username": kafka.sasl_username or "",
+            "password": "" if password is None else password.get_secret_value(),
+        }
+        # JAAS quotes like JSON; Spark redacts an option whose value names a password
+        quoted = " ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in credentials.items()
+        )
+        options["kafka.sasl.mechanism"] = kafka.sasl_mechanism
+        options["kafka.sasl.jaas.config"] = f"{_JAAS[kafka.sasl_mechanism]} required {quoted};"
+    if kafka.ssl_ca_location is not None:
+        options["kafka.ssl.truststore.type"] = "PEM"
+        options["kafka.ssl.truststore.location"] = str(kafka.ssl_ca_location)
+    return options
+
+
+def compare_in_spark(
+    spark: SparkSession,
+    cfg: Config,
+    catalog_conn: psycopg.Connection[Any],
+    snapshot_name: str,
+    point: int,
+    job: TableJob,
+    result: TableResult,
+) -> None:
+    """Fill `result` for `job`'s table (a keyed one) from a Spark job (module docstring):
+    PostgreSQL read in key ranges inside `snapshot_name`, the topic folded up to `point`.
+    `catalog_conn` plans the ranges (any boundaries cover the table: the first range is
+    open below, the last above)."""
+    key_schema = job.encoder.table.key_schema
+    assert key_schema is not None  # `run` skips keyless tables
+    keys = [str(f["name"]) for f in key_schema["fields"]]
+    plan = chunks.plan(catalog_conn, job.table, cfg.snapshot.chunk_size, None, 0)
+    load = LoadTable(job.topic, job.encoder.value_id, tuple(LoadTask(job.table, c) for c in plan))
+    schemas = SchemaSource(cfg.registry.url, _auth(cfg))
+    try:  # from_avro gets the schemas as text: none is fetched once the plan is made
+        rows = loaded_rows(
+            spark,
+            ChangeDecoder(schemas),
+            load,
+            functools.partial(read_task, cfg, snapshot_name, point),
+        )
+    finally:
+        schemas.close()
+    data = [c for c in rows.columns if c not in TARGET_META and c not in keys]
+    cached: list[DataFrame] = []
+    try:
+        state = _topic_state(spark, cfg, job.topic, point, rows, keys, result, cached)
+        buckets = max(1, len(load.tasks))
+        pg = _hashed(rows, keys, data, buckets).persist()
+        kafka = _hashed(state, keys, data, buckets).persist()
+        sums = _bucket_sums(pg, kafka).persist()
+        cached += [pg, kafka, sums]
+        found = sums.agg(sf.sum(sf.when(sf.col("__same"), sf.col("__n")))).first()
+        settled = 0 if found is None or found[0] is None else int(found[0])
+        unsettled = sf.broadcast(sums.where(~sf.col("__same")).select("__b"))
+        judged = _judge(
+            pg.join(unsettled, "__b", "left_semi"),
+            kafka.join(unsettled, "__b", "left_semi"),
+            keys,
+            data,
+        ).persist()
+        cached.append(judged)
+        counts, columns, samples = tally(judged, KINDS, KINDS[1:], keys, data)
+    finally:
+        for df in cached:
+            df.unpersist()
+    result.equal, result.missing = settled + counts.get("equal", 0), counts.get("missing", 0)
+    result.ghosts, result.different = counts.get("ghost", 0), counts.get("different", 0)
+    result.rows = result.equal + result.missing + result.different
+    result.decoded = result.rows - settled
+    result.live_keys = result.equal + result.ghosts + result.different
+    result.columns.update(columns)
+    result.samples = samples
+
+
+def _topic_state(
+    spark: SparkSession,
+    cfg: Config,
+    topic: str,
+    point: int,
+    rows: DataFrame,
+    keys: list[str],
+    result: TableResult,
+    cached: list[DataFrame],
+) -> DataFrame:
+    """The keys alive in `topic` at `point` with their values, shaped like `rows`
+    (PostgreSQL's); counts the records read and left out into `result` and adds what it
+    caches to `cached`. `topic_offsets` first: a topic never produced to does not exist,
+    and Spark's Kafka source fails on it."""
+    if not topic_offsets(cfg, topic):
+        return rows.where(sf.lit(False))
+    changes = read_changes(
+        spark,
+        [topic],
+        kafka_options=kafka_options(cfg.kafka),
+        registry_url=cfg.registry.url,
+        registry_auth=_auth(cfg),
+        tombstones="keep",
+    ).persist()
+    cached.append(changes)
+    op, lsn = sf.col("op"), sf.col("_lsn")
+    later = ~sf.col("_tombstone") & sf.when(op == "r", lsn > point).otherwise(lsn >= point)
+    counted = changes.agg(sf.count(sf.lit(1)), sf.count_if(later)).first()
+    assert counted is not None  # a global aggregate has one row
+    result.records, result.after_point = int(counted[0]), int(counted[1])
+    if not all(k in changes.columns for k in keys):  # tombstones only: no key is alive
+        return rows.where(sf.lit(False))
+    latest, _, folded = fold(changes.where(~later), None, keys)
+    cached += folded
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    return latest.where(~sf.col("_deleted")).select(
+        *keys,
+        *(
+            (sf.col(c)["v"] if c in latest.columns else sf.lit(None).cast(types[c])).alias(c)
+            for c in rows.columns
+            if c not in TARGET_META and c not in keys
+        ),
+    )
+
+
+def _hash(value: Column, kind: DataType) -> Column:
+    """8 bytes standing for a value; Spark hashes no map (nor a value holding one): as JSON."""
+    if "map<" in kind.simpleString():
+        value = sf.to_json(sf.struct(value.alias("v")))
+    return sf.xxhash64(value)
+
+
+def _hashed(rows: DataFrame, keys: list[str], data: list[str], buckets: int) -> DataFrame:
+    """The key columns, `__h` (the data columns' hashes), `__r` (the row's hash, key
+    included) and `__b` (the key's bucket)."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    hashes = sf.array(*(_hash(sf.col(c), types[c]) for c in data)) if data else sf.array()
+    hashed = rows.select(*keys, hashes.cast("array<bigint>").alias("__h"))
+    return hashed.select(
+        *keys,
+        "__h",
+        sf.xxhash64(*keys, "__h").alias("__r"),
+        sf.pmod(sf.xxhash64(*keys), sf.lit(buckets)).alias("__b"),
+    )
+
+
+def _bucket_sums(pg: DataFrame, kafka: DataFrame) -> DataFrame:
+    """Per bucket: `__same` (the same row count and XOR of row hashes on both sides) and
+    `__n`, its PostgreSQL rows."""
+
+    def summed(side: DataFrame, name: str) -> DataFrame:
+        return side.groupBy("__b").agg(
+            sf.count(sf.lit(1)).alias(f"__n{name}"), sf.bit_xor("__r").alias(f"__x{name}")
+        )
+
+    both = summed(pg, "p").join(summed(kafka, "t"), "__b", "full_outer")
+    same = sf.col("__np").eqNullSafe(sf.col("__nt")) & sf.col("__xp").eqNullSafe(sf.col("__xt"))
+    return both.select("__b", same.alias("__same"), sf.col("__np").alias("__n"))
+
+
+def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
+    """Each key of either side with its kind (`KINDS`) and the columns whose hashes differ."""
+    both = pg.select(*keys, sf.col("__h").alias("__p")).join(
+        kafka.select(*keys, sf.col("__h").alias("__t")), keys, "full_outer"
+    )
+    p, t = sf.col("__p"), sf.col("__t")
+    differ = [sf.when(p[i] != t[i], sf.lit(c)) for i, c in enumerate(data)]
+    columns = (
+        sf.filter(sf.array(*differ), lambda x: x.isNotNull())
+        if differ
+        else sf.array().cast("array<string>")
+    )
+    kind = (
+        sf.when(t.isNull(), "missing")
+        .when(p.isNull(), "ghost")
+        .when(sf.size(columns) == 0, "equal")
+        .otherwise("different")
+    )
+    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
