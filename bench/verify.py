@@ -1,25 +1,31 @@
-"""`bridge verify` throughput on a large table, clean and with scattered mismatches.
+"""`bridge verify` throughput on a large table, clean and with scattered mismatches, with
+the topic's per-key states in memory and on disk.
 
-    python bench/verify.py [--rows 1000000] [--mismatches 100] [--stack-json FILE]
+    python bench/verify.py [--rows 1000000] [--mismatches 100] [--disk-limit-mb 16]
+                           [--no-repair] [--stack-json FILE]
 
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
-in this process); then, with the bridge still running:
-1. verify on the clean table: seconds, rows/s, CPU µs per row of this process and of
-   PostgreSQL (the stack's server and its backends), PostgreSQL rows returned,
-   and how many rows needed decoding (the others were settled by their Avro bytes);
-2. `--mismatches` rows updated while the table is out of the publication (changes Kafka
-   never gets), verify again (it must find exactly those), `--repair` them and time it,
-   and verify a third time (it must report 0).
-Memory: bytes per key the topic-side state holds (tracemalloc over 100,000 keys of this
-table's shape) and the process's peak RSS.
+in this process); then, with the bridge still running, `bridge verify` runs as a process
+of its own (so its CPU time and peak RSS are its own, from wait4), once with the default
+memory limit (the states in a dict) and once with `--memory-limit-mb` = `--disk-limit-mb`
+(the states in SQLite):
+1. on the clean table: seconds, rows/s, CPU µs per row of verify and of PostgreSQL (the
+   stack's server and its backends), verify's peak RSS, PostgreSQL rows returned, and how
+   many rows needed decoding (the others were settled by their Avro bytes);
+2. after `--mismatches` rows were updated while the table was out of the publication
+   (changes Kafka never gets): the same, and each must find exactly those;
+3. (unless `--no-repair`) `--repair` of them, timed, then a verify that must report 0.
+Memory: bytes per key the states take in the dict (tracemalloc over 100,000 keys of this
+table's shape, beside `KeyStore`'s estimate) and in the SQLite file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import resource
+import subprocess
 import sys
 import tempfile
 import threading
@@ -42,8 +48,9 @@ from waiting import wait_for  # noqa: E402
 from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
 from bridge.verify.repair import repair  # noqa: E402
-from bridge.verify.run import Verification, verify  # noqa: E402
-from bridge.verify.state import DIGEST_SIZE, ROW_DIGEST, Kept  # noqa: E402
+from bridge.verify.run import verify  # noqa: E402
+from bridge.verify.state import DIGEST_SIZE  # noqa: E402
+from bridge.verify.store import ROW_DIGEST, Kept, KeyStore, entry_size, long_body  # noqa: E402
 from tests.snapshot.helpers import settings  # noqa: E402
 
 DB = "bench_snapshot"  # bench/snapshot.py's prepare() fills it
@@ -78,27 +85,44 @@ def postgres_cpu(conn: psycopg.Connection[Any]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def timed(cfg: Config, conn: psycopg.Connection[Any], what: str) -> Verification:
+def timed(
+    config: Path, conn: psycopg.Connection[Any], what: str, limit_mb: int | None
+) -> dict[str, Any]:
+    """One `bridge verify` process on public.t (`limit_mb`: its --memory-limit-mb, None for
+    the default); returns the table's JSON verdict."""
     before, pg_before = returned(conn), postgres_cpu(conn)
-    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    command = [sys.executable, "-m", "bridge", "verify", "-c", str(config), "--format", "json"]
+    command += ["--tables", "public.t", "--timeout", "1800"]
+    if limit_mb is not None:
+        command += ["--memory-limit-mb", str(limit_mb)]
     t0 = time.monotonic()
-    result = verify(cfg, timeout=1800)
-    seconds = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
+        assert process.stdout is not None
+        out = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)  # the child's own CPU and peak RSS
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - t0
+        if process.returncode not in (0, 1):
+            err.seek(0)
+            raise SystemExit(f"bridge verify failed ({process.returncode}): {err.read().decode()}")
+    (t,) = json.loads(out)["tables"]
+    used = usage.ru_utime + usage.ru_stime
     pg_used = postgres_cpu(conn) - pg_before
-    (t,) = [r for r in result.tables if r.table == "public.t"]
     conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = t["rows"]
+    where = "on disk" if t["kafka_state_on_disk"] else "in memory"
     print(
-        f"{what}: {t.rows:,} rows, {t.records:,} records in {seconds:.1f}s = "
-        f"{t.rows / seconds:,.0f} rows/s; CPU {used:.1f}s = {used / t.rows * 1e6:.1f} µs/row "
-        f"(this process, the idle bridge included); {t.decoded:,} rows decoded; missing "
-        f"{t.missing}, ghosts {t.ghosts}, different {t.different}; PostgreSQL tuples returned "
-        f"{returned(conn) - before:,}, PostgreSQL CPU {pg_used:.1f}s = "
-        f"{pg_used / t.rows * 1e6:.1f} µs/row; load average {os.getloadavg()[0]:.1f}",
+        f"{what}, states {where}: {rows:,} rows, {t['kafka_records']:,} records in "
+        f"{seconds:.1f}s = {rows / seconds:,.0f} rows/s; verify CPU {used:.1f}s = "
+        f"{used / rows * 1e6:.1f} µs/row, peak RSS {usage.ru_maxrss / 2**10:,.0f} MiB; "
+        f"{t['rows_decoded']:,} rows decoded; missing {t['missing']}, ghosts {t['ghosts']}, "
+        f"different {t['different']}; PostgreSQL tuples returned {returned(conn) - before:,}, "
+        f"PostgreSQL CPU {pg_used:.1f}s = {pg_used / rows * 1e6:.1f} µs/row; "
+        f"load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
-    return result
+    return dict(t)
 
 
 def bytes_per_key(columns: int) -> float:
@@ -115,6 +139,24 @@ def bytes_per_key(columns: int) -> float:
     tracemalloc.stop()
     del keys
     return used / n
+
+
+def disk_bytes_per_key(columns: int) -> float:
+    """What one key of the same shape (a bigint key) takes in the SQLite file of a spilled
+    `KeyStore` (a budget of 10,000 keys: spilled at the 10,001st, then flushed every
+    5,000)."""
+    n = 100_000
+    digests = bytes(ROW_DIGEST + DIGEST_SIZE * columns)
+    one = entry_size(bytes(4), Kept(0, False, digests, 0, bytes(9)))
+    with tempfile.TemporaryDirectory() as directory:
+        store = KeyStore(10_000 * one, directory, integer_key=True)
+        for i in range(10_000_000, 10_000_000 + n):
+            body = long_body((i + (1 << 63)).to_bytes(8, "big"))  # i's Avro body
+            store.put(body, Kept(i, False, digests, 0, b"\0\0\0\0\1" + body))
+        assert store.live_count() == n and store.on_disk  # the dict flushed
+        size = sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file())
+        store.close()
+    return size / n
 
 
 def released(conn: psycopg.Connection[Any], slot: str) -> bool:
@@ -137,10 +179,57 @@ def unpublished_updates(
     conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE t")
 
 
+def state_sizes() -> None:
+    """The per-key state of this table's shape, in memory and in SQLite."""
+    per_key = bytes_per_key(6)
+    shape = Kept(0, False, bytes(ROW_DIGEST + DIGEST_SIZE * 6), 0, bytes(9))
+    estimate = entry_size(bytes(4), shape)
+    on_disk = disk_bytes_per_key(6)
+    print(
+        f"topic-side state: in memory {per_key:.0f} bytes per key (6 columns; KeyStore's "
+        f"estimate {estimate}) = {per_key * 10_000_000 / 2**30:.1f} GiB for 10M keys; "
+        f"in SQLite {on_disk:.0f} bytes per key = {on_disk * 10_000_000 / 2**30:.1f} GiB "
+        "for 10M keys",
+        flush=True,
+    )
+
+
+def measure(
+    args: argparse.Namespace,
+    cfg: Config,
+    path: Path,
+    conn: psycopg.Connection[Any],
+    publication: str,
+) -> None:
+    """The runs of the module docstring, with the bridge running on `cfg` (also in `path`)."""
+    modes = {"memory": None, "disk": args.disk_limit_mb}
+    for limit in modes.values():
+        clean = timed(path, conn, "clean", limit)
+        assert clean["status"] == "equal", clean
+    unpublished_updates(conn, publication, args.rows, args.mismatches)
+    for mode, limit in modes.items():
+        found = timed(path, conn, f"{args.mismatches} mismatches", limit)
+        counts = (found["different"], found["equal"], found["missing"], found["ghosts"])
+        assert counts == (args.mismatches, args.rows - args.mismatches, 0, 0), found
+        assert found["kafka_state_on_disk"] == (mode == "disk")
+    if not args.no_repair:
+        mismatched = verify(cfg, ["public.t"], timeout=1800)  # in process, for repair
+        t0 = time.monotonic()
+        done = repair(cfg, mismatched, timeout=1800)
+        seconds = time.monotonic() - t0
+        print(f"repair: {done.reread} rows re-emitted in {seconds:.1f}s", flush=True)
+        after = timed(path, conn, "after repair", args.disk_limit_mb)
+        assert after["status"] == "equal", after
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--mismatches", type=int, default=100)
+    parser.add_argument(
+        "--disk-limit-mb", type=int, default=16, help="verify's --memory-limit-mb in disk mode"
+    )
+    parser.add_argument("--no-repair", action="store_true", help="skip --repair and its check")
     parser.add_argument("--stack-json", help="connection info of a running local stack")
     args = parser.parse_args()
     stack, owned = start_stack(args.stack_json)
@@ -168,17 +257,12 @@ def main() -> None:
             return bool(tables) and all(s.done for s in tables)
 
         wait_for(streamed, 3600, "the initial snapshot", every=0.5)
+        dumped = cfg.model_dump(mode="json", exclude_none=True)
+        dumped["source"]["password"] = stack.pg_password  # dumped masked
+        path = workdir / "bridge.yaml"
+        path.write_text(json.dumps(dumped))
         try:
-            timed(cfg, conn, "clean")
-            unpublished_updates(conn, publication, args.rows, args.mismatches)
-            found = timed(cfg, conn, f"{args.mismatches} mismatches")
-            t0 = time.monotonic()
-            done = repair(cfg, found, timeout=1800)
-            print(
-                f"repair: {done.reread} rows re-emitted in {time.monotonic() - t0:.1f}s", flush=True
-            )
-            after = timed(cfg, conn, "after repair")
-            assert after.ok
+            measure(args, cfg, path, conn, publication)
         finally:
             pipeline.stop()
             thread.join(120)
@@ -186,13 +270,7 @@ def main() -> None:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
             conn.execute(f"DROP PUBLICATION {publication}")
             conn.execute("DROP SCHEMA IF EXISTS bridge CASCADE")
-        per_key = bytes_per_key(6)
-        print(
-            f"topic-side state: {per_key:.0f} bytes per key (6 columns) = "
-            f"{per_key * 10_000_000 / 2**30:.1f} GiB for 10M keys; peak RSS of this process "
-            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB",
-            flush=True,
-        )
+        state_sizes()
     finally:
         if owned is not None:
             owned.stop()

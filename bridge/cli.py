@@ -30,6 +30,7 @@ from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import parse_settings, parse_targets
 from bridge.verify.run import verify as run_verify
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT, MB
 
 app = typer.Typer(
     help="Stream PostgreSQL changes into Kafka as keyed Avro records.",
@@ -169,6 +170,15 @@ def verify(
             "apply writes (repeat; needs the spark extra).",
         ),
     ] = None,
+    memory_limit_mb: Annotated[
+        int,
+        typer.Option(
+            "--memory-limit-mb",
+            min=0,
+            help="MiB of per-key topic state held in memory per table; beyond it the state "
+            "goes to an SQLite file under TMPDIR.",
+        ),
+    ] = DEFAULT_MEMORY_LIMIT // MB,
     spark: Annotated[
         bool,
         typer.Option(
@@ -215,6 +225,7 @@ def verify(
             tables or (),
             timeout=timeout,
             delta=parse_targets(delta or []),
+            memory_limit=memory_limit_mb * MB,
             distributed=spark,
             spark_master=spark_master,
             spark_conf=parse_settings(spark_conf or []),

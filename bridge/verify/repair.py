@@ -47,7 +47,8 @@ from bridge.snapshot.store import DONE, ProgressStore
 from bridge.source import libpq
 from bridge.verify.compare import TableResult
 from bridge.verify.run import Verification, await_delivered, read_topic
-from bridge.verify.state import Decoder, Kept, TopicState, raw_schema
+from bridge.verify.state import Decoder, TopicState, raw_schema
+from bridge.verify.store import Kept
 
 log = logging.getLogger("bridge.verify")
 
@@ -176,8 +177,11 @@ def _delete_ghosts(
         (now,) = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone() or (0,)
         await_delivered(cfg, conn, int(now), timeout)
         since = TopicState(decoder, 2**63)  # every record since verification
-        read_topic(cfg, result.topic, since, timeout, start=result.ends)
-        ghosts = {k: v for k, v in result.ghost_keys.items() if k not in since.keys}
+        try:
+            read_topic(cfg, result.topic, since, timeout, start=result.ends)
+            ghosts = {k: v for k, v in result.ghost_keys.items() if k not in since.keys}
+        finally:
+            since.close()
         out.skipped += len(result.ghost_keys) - len(ghosts)
         if ghosts:
             _produce_deletes(cfg, result, decoder, ghosts.values(), point, timeout)

@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from bridge.snapshot.reader import (
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.state import Decoder, TopicState, commit_lsn
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT
 
 log = logging.getLogger("bridge.verify")
 
@@ -211,6 +212,7 @@ def verify(
     progress: Callable[[str], None] = log.info,
     delta: Mapping[str, str] | None = None,
     spark: Any = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
     distributed: bool = False,
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
@@ -218,7 +220,8 @@ def verify(
     """Compare every captured table (or `tables`) with its topic at one point, and the
     tables named in `delta` (table -> Delta path or name) with that Delta table too, read
     by `spark` (a SparkSession; when None, one is started with `spark_master`, default
-    `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). `distributed`:
+    `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). A table's topic
+    state beyond `memory_limit` bytes goes to disk (`bridge.verify.store`). `distributed`:
     each table is compared by a Spark job instead (`bridge.verify.distributed`), read there
     inside the point's snapshot, which this process holds open meanwhile."""
     with ExitStack() as opened:
@@ -261,18 +264,22 @@ def verify(
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             target = (delta or {}).get(table.label)
-            state = TopicState(decoder, point, track_later=target is not None)
-            result.ends = read_topic(cfg, job.topic, state, timeout)
-            result.decoder = decoder
-            result.job = job
-            result.snapshot_table = table
-            if target is None:
-                compare_table(reader, table, job, state, result)
-            else:
-                spark = spark or opened.enter_context(_session(spark_master, spark_conf))
-                progress(f"{table.label}: comparing the topic, then the Delta table {target}")
-                _with_lake(cfg, reader, spark, target, state, result, timeout)
-            progress(f"{table.label}: {result.status}")
+            with closing(
+                TopicState(
+                    decoder, point, track_later=target is not None, memory_limit=memory_limit
+                )
+            ) as state:
+                result.ends = read_topic(cfg, job.topic, state, timeout)
+                result.decoder = decoder
+                result.job = job
+                result.snapshot_table = table
+                if target is None:
+                    compare_table(reader, table, job, state, result)
+                else:
+                    spark = spark or opened.enter_context(_session(spark_master, spark_conf))
+                    progress(f"{table.label}: comparing the topic, then the Delta table {target}")
+                    _with_lake(cfg, reader, spark, target, state, result, timeout)
+            progress(f"{table.label}: {result.status}" + " (key states on disk)" * result.on_disk)
         return Verification(point, results)
 
 

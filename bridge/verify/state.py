@@ -18,6 +18,11 @@ The fold follows `bridge.spark.apply` (a key-based consumer's rules):
   it are dropped (they may come from another partition);
 - tombstones change nothing: the delete before each one already did.
 
+The states live in a `bridge.verify.store.KeyStore`: a dict, or an SQLite file once they
+pass the memory budget. The fold above is the same for both; it reads a key's previous
+state only where a rule needs it (a delete, an unsent TOASTed value), so a spilled store
+costs a disk look-up for those records only.
+
 Records of transactions committed at or after the verification point are left out: a
 streamed change by its commit LSN (`source.lsn`, or the commit-LSN field where the source
 block has one), a snapshot read (op "r") by its snapshot's LSN, which sees what committed
@@ -30,20 +35,16 @@ import io
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import fastavro
 
 from bridge.errors import SchemaError
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT, ROW_DIGEST, Kept, KeyStore
 
 OLD_KEY_HEADER: Final = "__debezium.oldkey"
 _HEADER: Final = struct.Struct(">bI")
 DIGEST_SIZE: Final = 8
-# `Kept.columns` starts with a digest of the whole row's Avro body in the table's current
-# schema (NO_ROW when unknown: a row completed by carried TOAST values, or written with
-# another schema version). PostgreSQL's row, encoded by the bridge, is compared with it
-# first: equal bytes, equal row, with no decoding (`bridge.verify.compare`).
-ROW_DIGEST: Final = 8
 NO_ROW: Final = bytes(ROW_DIGEST)
 _PACK: Final = struct.Struct("<q").pack
 # A future source block carries the commit LSN in its own field and the event's LSN in
@@ -106,6 +107,7 @@ class Decoder:
         writer: Callable[[int], str],
     ) -> None:
         self._key_raw: Any = None if key_schema is None else raw_schema(key_schema)
+        self.integer_key = self._key_raw is not None and _one_integer(self._key_raw)
         self._key_reader: Any = (
             None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
         )
@@ -200,6 +202,16 @@ class Decoder:
         return [digest(row.get(f)) for f in self.fields]
 
 
+def _one_integer(key_schema: Mapping[str, Any]) -> bool:
+    """A key of one int or long column (logical types stripped): its Avro body is one
+    zigzag varint, which the key store keeps in numeric order (`bridge.verify.store`)."""
+    fields = key_schema["fields"]
+    if len(fields) != 1:
+        return False
+    kind = fields[0]["type"]
+    return (kind.get("type") if isinstance(kind, dict) else kind) in ("int", "long")
+
+
 def _split(envelope: Mapping[str, Any]) -> tuple[Any, Any, bytes]:
     """The envelope as two records read one after the other (`before` and `after`, then
     the other fields) and the union tags of a record with no `before` and an `after`."""
@@ -237,30 +249,21 @@ def commit_lsn(envelope: Mapping[str, Any]) -> int:
     return 0
 
 
-class Kept(NamedTuple):
-    """A key's state: the LSN of its newest change, whether that was a delete, its row
-    digest and column digests joined, and where its records live (partition, framed key)
-    for repairs."""
-
-    lsn: int
-    deleted: bool
-    columns: bytes
-    partition: int
-    raw_key: bytes
-
-    @property
-    def digests(self) -> bytes:
-        """The column digests (`columns` without the row digest)."""
-        return self.columns[ROW_DIGEST:]
-
-
 class TopicState:
     """Records folded into per-key `Kept` states (see the module docstring)."""
 
-    def __init__(self, decoder: Decoder, point: int, *, track_later: bool = False) -> None:
+    def __init__(
+        self,
+        decoder: Decoder,
+        point: int,
+        *,
+        track_later: bool = False,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    ) -> None:
         self.decoder = decoder
         self.point = point
-        self.keys: dict[bytes, Kept] = {}  # by `Decoder.key`
+        # by `Decoder.key`; on disk beyond the limit
+        self.keys = KeyStore(memory_limit, integer_key=decoder.integer_key)
         # with `track_later`: keys changed at or after the point (-> their framed key), which
         # a lake may already show in a newer state (`bridge.verify.lake`)
         self.later: dict[bytes, bytes] | None = {} if track_later else None
@@ -291,28 +294,37 @@ class TopicState:
         if op == "t":
             if lsn > self.truncated:
                 self.truncated = lsn
-                self.keys = {k: s for k, s in self.keys.items() if s.lsn >= lsn}
+                self.keys.drop_older(lsn)
             return
         if lsn < self.truncated or key is None:
             return
         name = self.decoder.key(key, where)
-        old = self.keys.get(name)  # a key's records sit in one partition, in commit order
+        # a key's records sit in one partition, in commit order; its previous state is read
+        # only where a rule needs it (a look-up on disk when the store spilled)
         if op == "d":
+            old = self.keys.get(name)
             columns = (
                 old.columns if old is not None else NO_ROW + NULL_DIGEST * len(self.decoder.fields)
             )
-            self.keys[name] = Kept(lsn, True, columns, partition, key)
+            self.keys.put(name, Kept(lsn, True, columns, partition, key))
             return
         digests = self.decoder.digests(env.get("after") or {})
         unchanged = env.get("unchanged_fields")
         whole = NO_ROW if row is None else row_digest(row)
         if unchanged:
             moved = _header(headers, OLD_KEY_HEADER) if op == "c" else None
-            if moved is not None:
-                old = self.keys.get(self.decoder.key(moved, f"{where} {OLD_KEY_HEADER}"))
-            self._carry(digests, unchanged, old)
+            base = (
+                self.keys.get(name)
+                if moved is None
+                else self.keys.get(self.decoder.key(moved, f"{where} {OLD_KEY_HEADER}"))
+            )
+            self._carry(digests, unchanged, base)
             whole = NO_ROW
-        self.keys[name] = Kept(lsn, False, whole + b"".join(digests), partition, key)
+        self.keys.put(name, Kept(lsn, False, whole + b"".join(digests), partition, key))
+
+    def close(self) -> None:
+        """Remove the key store's file, if it spilled to disk."""
+        self.keys.close()
 
     def _carry(self, digests: list[bytes], unchanged: Iterable[str], base: Kept | None) -> None:
         """Unsent columns keep `base`'s value (the key's own, or a moved key's old one),

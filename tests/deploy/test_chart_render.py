@@ -304,13 +304,16 @@ def test_verify_cronjob_and_alerts_only_when_enabled(helm: Helm) -> None:
     assert container["args"] == [
         *("verify", "--config", "/etc/bridge/config.yaml", "--format", "json"),
         *("--timeout", "600"),
-        *("--tables", "public.orders", "--tables", "public.items", "--repair"),
+        *("--tables", "public.orders", "--tables", "public.items"),
+        *("--memory-limit-mb", "1024", "--repair"),
         *("--push-gateway", "http://prometheus-pushgateway.monitoring:9091"),
     ]
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2Gi"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["restartPolicy"] == "Never"
     assert pod["volumes"][0]["configMap"]["name"] == FULLNAME
+    tmp = {v["name"]: v for v in pod["volumes"]}["tmp"]
+    assert tmp["emptyDir"]["sizeLimit"] == "20Gi"  # room for the key store's SQLite file
     assert pod["serviceAccountName"] == rendered.pod["serviceAccountName"]
 
     rules = rendered.one("PrometheusRule")

@@ -10,15 +10,8 @@ import fastavro
 import pytest
 
 from bridge.errors import SchemaError
-from bridge.verify.state import (
-    NO_ROW,
-    NULL_DIGEST,
-    ROW_DIGEST,
-    Decoder,
-    TopicState,
-    digest,
-    row_digest,
-)
+from bridge.verify.state import NO_ROW, NULL_DIGEST, Decoder, TopicState, digest, row_digest
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT, ROW_DIGEST
 
 KEY = {"type": "record", "name": "Key", "namespace": "t", "fields": [{"name": "id", "type": "int"}]}
 ROW = {
@@ -74,9 +67,9 @@ def key(i: int) -> bytes:
 
 
 class Topic:
-    def __init__(self) -> None:
+    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
         self.decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
-        self.state = TopicState(self.decoder, POINT)
+        self.state = TopicState(self.decoder, POINT, memory_limit=memory_limit)
 
     def add(
         self,
@@ -152,6 +145,34 @@ def test_records_at_or_after_the_point_are_left_out() -> None:
     topic.add("r", 3, POINT + 1, "read later")
     assert topic.live() == {1: columns(1, "a"), 2: columns(2, "read by a snapshot at the point")}
     assert topic.state.after_point == 2
+
+
+@pytest.mark.parametrize("limit", [0, 700])
+def test_the_fold_on_disk_keeps_the_same_states(limit: int) -> None:
+    """Every rule above with the key store spilled to SQLite (from the first key, or after
+    two, the dict then buffering writes): the states of the dict."""
+    topics = [Topic(), Topic(limit)]
+    for topic in topics:
+        topic.add("c", 9, 5, "gone")
+        topic.add("t", None, 8)
+        topic.add("c", 8, 6, "older than the truncate, read later")
+        topic.add("c", 1, 10, "big")
+        topic.add("c", 2, 11, "two")
+        topic.add("u", 1, 20, None, unchanged=["body"])
+        topic.add("d", 1, 21, None)
+        topic.add("c", 4, 21, None, unchanged=["body"], old_key=1)
+        topic.add("c", 3, 22, "three")
+        topic.add("d", 2, 23, None)
+        topic.add("u", 3, POINT, "after the point")
+    memory, disk = (t.state.keys for t in topics)
+    assert disk.on_disk and not memory.on_disk
+    assert sorted(disk.items()) == sorted(memory.items())
+    assert topics[1].live() == {3: columns(3, "three"), 4: columns(4, "big")}
+    show = topics[1].decoder.show_key
+    deleted = {json.loads(show(k))["id"] for k, s in disk.items() if s.deleted}
+    assert deleted == {1, 2}
+    for topic in topics:
+        topic.state.close()
 
 
 def test_logical_types_compare_as_wire_values() -> None:

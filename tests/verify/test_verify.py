@@ -5,6 +5,8 @@ TRUNCATE) streamed by the bridge running in process; verify must find every tabl
 Then faults a user cannot see: a record produced into a topic by hand (a ghost), changes
 made while the table was left out of the publication (an update, an insert and a delete
 that never reached Kafka); verify must report exactly those keys.
+The same verification with a memory budget of a few hundred bytes (the topic's states
+in SQLite) must report exactly the same.
 """
 
 from __future__ import annotations
@@ -78,6 +80,19 @@ def _counts(result: Verification) -> dict[str, tuple[int, int, int, int]]:
     return {n: (t.equal, t.missing, t.ghosts, t.different) for n, t in found.items() if n in TABLES}
 
 
+def _everything(result: Verification) -> list[Any]:
+    """What a verification says of each table but where it kept the topic's states, and
+    what --repair would act on."""
+    return [
+        (
+            {k: v for k, v in t.as_dict().items() if k != "kafka_state_on_disk"},
+            t.reread_keys,
+            sorted(t.ghost_keys.items()),
+        )
+        for t in result.tables
+    ]
+
+
 def _hand_made_ghost(cfg: Config, topic: str, ghost_id: int) -> None:
     """A copy of the topic's first record with its key and id changed to `ghost_id`,
     produced to the same partition (schemas from the registry, as any producer would)."""
@@ -145,6 +160,10 @@ def test_clean_workload_then_injected_faults(
 
         found = verify(cfg, timeout=120)
         bridge.check()
+        # the same verification with a few hundred bytes of memory for the topic's states:
+        # they go to SQLite after a key or two, and everything found must be the same
+        on_disk = verify(cfg, timeout=120, memory_limit=500)
+        bridge.check()
         done = repair(cfg, found, timeout=120)
         assert (done.reread, done.deleted, done.skipped) == (2, 2, 0)
         again = verify(cfg, timeout=120)
@@ -155,6 +174,9 @@ def test_clean_workload_then_injected_faults(
         "moved": (2, 0, 0, 0),
         "trunc": (1, 0, 0, 0),
     }
+    assert all(_by_table(on_disk)[n].on_disk for n in TABLES)
+    assert not any(t.on_disk for t in found.tables)
+    assert _everything(on_disk) == _everything(found)
     kinds = _by_table(found)["kinds"]
     assert not found.ok
     assert _counts(found) == {

@@ -1,6 +1,7 @@
 {{/* The pod spec of a one-shot bridge command (the `helm test` check, the verify CronJob):
 the release's image, config and credentials, the bridge's security context. Takes a dict:
-root (the chart's context), name (container), args, resources (empty: the bridge's). */}}
+root (the chart's context), name (container), args, resources (empty: the bridge's),
+tmpSizeLimit (of /tmp; empty: tmp.sizeLimit). */}}
 {{- define "pg-kafka-bridge.oneShotPodSpec" -}}
 {{- $root := .root }}
 {{- $credentialEnv := include "pg-kafka-bridge.credentialEnv" $root | trim }}
@@ -50,7 +51,7 @@ volumes:
       name: {{ include "pg-kafka-bridge.fullname" $root }}
   - name: tmp
     emptyDir:
-      sizeLimit: {{ $root.Values.tmp.sizeLimit }}
+      sizeLimit: {{ .tmpSizeLimit | default $root.Values.tmp.sizeLimit }}
   {{- with $root.Values.extraVolumes }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
