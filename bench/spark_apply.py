@@ -1,7 +1,8 @@
-"""Spark apply throughput: a backlog of changes across N tables MERGEd into Delta, local[2].
+"""Spark apply throughput: a backlog of changes across N tables MERGEd into Delta (or Iceberg),
+local[2].
 
     python bench/spark_apply.py [--changes 1000000] [--tables 10] [--txn 500]
-                                [--max-offsets N] [--stack-json FILE]
+                                [--max-offsets N] [--format delta|iceberg] [--stack-json FILE]
 
 The backlog is the bridge's own bytes: each table is played by tests/spark/feed.py's
 `TableFeed` (schemas registered in the real registry, records built by the bridge's
@@ -11,8 +12,9 @@ updates (20%) and deletes (10%) of keys inserted earlier. Producing is not timed
 
 Then, timed: for each table a streaming `read_changes` + `apply_changes` with
 trigger availableNow (so exactly the backlog, in one micro-batch per table, or in batches
-of `--max-offsets` records per trigger: maxOffsetsPerTrigger) into a fresh Delta table,
-one query after the other. Reported: changes, seconds from the first query's start until the
+of `--max-offsets` records per trigger: maxOffsetsPerTrigger) into a fresh Delta table
+(`--format iceberg`: a table of an Iceberg Hadoop catalog in the work directory), one query
+after the other. Reported: changes, seconds from the first query's start until the
 last one finished, changes/s, and CPU seconds of the Spark JVM (from /proc) and of this
 Python driver. The final tables are checked against the keyed state the feed produced
 (row count per table).
@@ -45,7 +47,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.e2e import load_stack  # noqa: E402
 from bridge.spark.apply import apply_changes  # noqa: E402
-from bridge.spark.jars import spark_session  # noqa: E402
+from bridge.spark.formats import FORMATS  # noqa: E402
+from bridge.spark.jars import iceberg_catalog, spark_session  # noqa: E402
 from bridge.spark.reader import read_changes  # noqa: E402
 from tests.spark.feed import TableFeed, numeric_typmod  # noqa: E402
 
@@ -126,6 +129,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=10)
     parser.add_argument("--txn", type=int, default=500, help="changes per transaction")
     parser.add_argument("--max-offsets", type=int, default=0, help="maxOffsetsPerTrigger")
+    parser.add_argument("--format", choices=FORMATS, default="delta", help="table format")
     parser.add_argument("--stack-json")
     args = parser.parse_args()
 
@@ -135,9 +139,14 @@ def main() -> None:
         started = time.monotonic()
         topics = produce_backlog(info, args.tables, args.changes, args.txn)
         print(f"backlog produced in {time.monotonic() - started:.0f}s", file=sys.stderr)
-        spark = spark_session(
-            "bench-spark-apply", extra_conf={"spark.sql.warehouse.dir": str(work)}
-        )
+        conf = {"spark.sql.warehouse.dir": str(work)}
+        if args.format == "iceberg":
+            conf |= iceberg_catalog("bench", str(work / "warehouse"))
+        spark = spark_session("bench-spark-apply", extra_conf=conf)
+
+        def target(n: int) -> str:
+            return str(work / f"t{n}") if args.format == "delta" else f"bench.apply.t{n}"
+
         kafka = {"kafka.bootstrap.servers": info.kafka_bootstrap}
         if args.max_offsets:
             kafka["maxOffsetsPerTrigger"] = str(args.max_offsets)
@@ -152,7 +161,7 @@ def main() -> None:
             )
             query = apply_changes(
                 stream,
-                str(work / f"t{n}"),
+                target(n),
                 ["id"],
                 checkpoint=str(work / f"chk{n}"),
                 trigger={"availableNow": True},
@@ -162,8 +171,12 @@ def main() -> None:
         seconds = time.monotonic() - t0
         jvm, py = jvm_cpu_seconds(spark) - cpu0, time.process_time() - py0
         for n, (topic, live) in enumerate(topics):
-            got = spark.read.format("delta").load(str(work / f"t{n}")).where("NOT _deleted").count()
-            assert got == live, f"{topic}: {got} live rows in Delta, the feed left {live}"
+            if args.format == "delta":
+                table, deleted = spark.read.format("delta").load(target(n)), "_deleted"
+            else:
+                table, deleted = spark.table(target(n)), "__deleted"
+            got = table.where(f"NOT {deleted}").count()
+            assert got == live, f"{topic}: {got} live rows in {args.format}, the feed left {live}"
         changes = args.changes // args.tables * args.tables
         batches = (
             f"maxOffsetsPerTrigger {args.max_offsets}"
@@ -171,7 +184,7 @@ def main() -> None:
             else "one micro-batch per table"
         )
         print(
-            f"{changes} changes, {args.tables} tables, {batches}: "
+            f"{args.format}: {changes} changes, {args.tables} tables, {batches}: "
             f"{seconds:.1f}s, {changes / seconds:,.0f} changes/s, "
             f"CPU {jvm:.0f}s JVM + {py:.1f}s Python driver "
             f"({changes / (jvm + py):,.0f} changes per CPU-second)"

@@ -1,4 +1,5 @@
-"""The downstream Spark side: read the bridge's topics, apply them to Delta Lake tables.
+"""The downstream Spark side: read the bridge's topics, apply them to Delta Lake or Apache
+Iceberg tables (`bridge.spark.formats`).
 
     spark = spark_session("cdc")                                   # bridge.spark.jars
     changes = read_changes(spark, ["srv.public.items"], kafka_options={
@@ -10,6 +11,9 @@
 
     stream = read_changes(spark, pattern=r"srv\\.public\\..*", ..., streaming=True)
     apply_tables(stream, "/lake/{schema}/{table}", checkpoint="/lake/_chk/all")  # .tables
+
+    spark = spark_session("cdc", extra_conf=iceberg_catalog("ice", "/warehouse"))  # .jars
+    apply_tables(stream, "ice.{schema}.{table}", checkpoint="/lake/_chk/ice")   # Iceberg
 
 Needs the `spark` extra (pyspark and delta-spark at the versions in `bridge.spark.jars`) and,
 once, Maven to fetch the JVM jars.

@@ -1,4 +1,6 @@
-"""Change rows (see `bridge.spark.reader`) applied to a Delta table: an idempotent CDC MERGE.
+"""Change rows (see `bridge.spark.reader`) applied to a Delta or an Iceberg table: an
+idempotent CDC MERGE, in Spark SQL both formats run (`bridge.spark.formats` holds what
+differs between them).
 
 Every target row keeps the position of the change that wrote it (`_lsn` = commit LSN,
 `_offset` = Kafka offset, which orders changes of one transaction: all changes of a key sit
@@ -29,38 +31,36 @@ null, as before this existed.
 A column that arrives with a newer schema version is added to the table; when its field has
 a default (a column added with a constant default in PostgreSQL, see `bridge.spark.reader`),
 the rows already in the table get that default, as PostgreSQL reads them. A column a newer
-version widened (int -> bigint, float -> double, more decimal digits) is retyped in place
-with Delta's type widening; any other type change stops the apply with a SchemaError naming
-the table and the column. A dropped column stays in the table: rows keep the value it
-had, rows inserted since have null. Every row keeps `_seq` (see
-`bridge.spark.reader.SEQ_TYPE`), the column Databricks' `sequence_by` takes.
+version widened (int -> bigint, float -> double, more decimal digits; Iceberg: at the same
+scale) is retyped in place (ALTER COLUMN TYPE; Delta with its type widening); any other type
+change stops the apply with a SchemaError naming the table and the column. A dropped column
+stays in the table: rows keep the value it had, rows inserted since have null. Every row keeps
+`_seq` (see `bridge.spark.reader.SEQ_TYPE`), the column Databricks' `sequence_by` takes.
+In an Iceberg table the soft-delete flag is stored as `__deleted` (Iceberg reads a column
+named `_deleted` as its own metadata column).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import (
-    ByteType,
-    DataType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import DataType, StructField, StructType
 
 from bridge.errors import ConfigError, SchemaError
+from bridge.spark.formats import (
+    WIDENING_HINT,
+    TableFormat,
+    Target,
+    quote,
+    target_table,
+    widens,
+)
 from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeStream
 
 TARGET_META = ("_lsn", "_offset", "_seq", "_txid", "_commit_ts", "_deleted")
@@ -74,20 +74,6 @@ def _order() -> Column:
     return sf.struct(
         sf.coalesce(sf.col("_lsn"), sf.lit(0)).alias("l"), sf.col("_offset").alias("o")
     )
-
-
-def _is_path(target: str) -> bool:
-    return "/" in target or ":" in target
-
-
-def _table(spark: SparkSession, target: str) -> DeltaTable | None:
-    if _is_path(target):
-        return DeltaTable.forPath(spark, target) if DeltaTable.isDeltaTable(spark, target) else None
-    return DeltaTable.forName(spark, target) if spark.catalog.tableExists(target) else None
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def latest_per_key(
@@ -141,7 +127,7 @@ def _missing(changes: DataFrame) -> int:
 
 def carry_over(
     changes: DataFrame,
-    table: DeltaTable | None,
+    current: DataFrame | None,
     key_columns: Sequence[str],
     floor: int = 0,
     missing: int | None = None,
@@ -149,7 +135,8 @@ def carry_over(
     """`changes` with each key change's create completed from its old key's row, and the
     intermediate DataFrames it cached (unpersist them once the result is used).
 
-    The create of a batch without key changes costs one small aggregation (`_oldkey` is a
+    `current`: the target table's rows (`Target.read`), None before it exists. The create
+    of a batch without key changes costs one small aggregation (`_oldkey` is a
     null literal there, which Spark folds away). Each pass fills what the previous one
     made available, so a chain of key changes in one batch takes one pass per link; it
     stops when a pass fills nothing more. Target rows older than `floor` (a TRUNCATE) are
@@ -164,7 +151,7 @@ def carry_over(
     elif missing is None:
         missing = _missing(changes)
     while missing:
-        changes = _fill(changes, table, key_columns, data, floor).persist()
+        changes = _fill(changes, current, key_columns, data, floor).persist()
         cached.append(changes)
         left = _missing(changes)
         if left == missing:
@@ -175,7 +162,7 @@ def carry_over(
 
 def _fill(
     changes: DataFrame,
-    table: DeltaTable | None,
+    current: DataFrame | None,
     key_columns: Sequence[str],
     data: list[str],
     floor: int,
@@ -218,11 +205,10 @@ def _fill(
         sf.lit(False).alias("__target"),
     )
     sources = batch
-    if table is not None:
-        target = table.toDF()
-        have = set(target.columns)
+    if current is not None:
+        have = set(current.columns)
         sources = sources.unionByName(
-            target.where(sf.col("_lsn") >= sf.lit(floor)).select(
+            current.where(sf.col("_lsn") >= sf.lit(floor)).select(
                 *(sf.col(k).alias(n) for k, n in zip(key_columns, keys, strict=True)),
                 sf.col("_lsn").alias("__slsn"),
                 sf.col("_offset").alias("__soff"),
@@ -272,53 +258,34 @@ def _fill(
     return changes.where(~_moved()).unionByName(completed)
 
 
-def _ensure_table(
-    spark: SparkSession, target: str, shape: DataFrame, defaults: dict[str, str]
-) -> DeltaTable:
-    """Create the table on first use; add columns a newer schema version brought, and give
-    the rows already there a new column's default (`defaults`: column -> row schema)."""
-    empty = shape.limit(0)
-    table = _table(spark, target)
-    have: set[str] | None = None
-    if table is not None:
-        current = table.toDF().schema
-        have = set(current.fieldNames())
-        _widen(spark, target, current, shape.schema)
-        if set(empty.columns) <= have:
-            return table
-    writer = empty.write.format("delta").mode("append").option("mergeSchema", "true")
-    if _is_path(target):
-        writer.save(target)
-        table = DeltaTable.forPath(spark, target)
-    else:
-        writer.saveAsTable(target)
-        table = DeltaTable.forName(spark, target)
-    added = {c: row for c, row in defaults.items() if have is not None and c not in have}
-    if added:
-        table.update(set={_q(c): default_of(row, c) for c, row in added.items()})
-    return table
+def _ensure_table(table: Target, shape: DataFrame, defaults: dict[str, str]) -> None:
+    """Create the table on first use; widen columns and add the ones a newer schema version
+    brought, and give the rows already there a new column's default (`defaults`: column ->
+    row schema)."""
+    if not table.exists():
+        table.create(shape)
+        return
+    current = table.read().schema
+    _widen(table, current, shape.schema)
+    have = set(current.fieldNames())
+    added = StructType([f for f in shape.schema.fields if f.name not in have])
+    if not added.fields:
+        return
+    table.add_columns(added)
+    filled = {f.name: defaults[f.name] for f in added.fields if f.name in defaults}
+    if filled:
+        # One MERGE against a one-row source of the defaults, as SQL both formats run (an
+        # UPDATE cannot take from_avro's value; Delta refuses subqueries in UPDATE SET).
+        values = table.spark.range(1).select(
+            *(default_of(row, c).alias(f"__d{i}") for i, (c, row) in enumerate(filled.items()))
+        )
+        sets = {c: f"s.__d{i}" for i, c in enumerate(filled)}
+        table.merge(values, "true", [f"WHEN MATCHED THEN UPDATE SET {table.assign(sets)}"])
 
 
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-
-
-def _widens(old: DataType, new: DataType) -> bool:
-    """Whether `new` holds every value of `old`: the changes Delta's type widening makes in
-    place (a narrower integer, float -> double, a decimal with no fewer digits either side
-    of the point)."""
-    if isinstance(old, _INTEGRAL) and isinstance(new, _INTEGRAL):
-        return _INTEGRAL.index(type(old)) <= _INTEGRAL.index(type(new))
-    if isinstance(old, FloatType) and isinstance(new, DoubleType):
-        return True
-    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
-        integral = new.precision - new.scale >= old.precision - old.scale
-        return integral and new.scale >= old.scale
-    return False
-
-
-def _widen(spark: SparkSession, target: str, current: StructType, incoming: StructType) -> None:
-    """Retype the table's columns a newer schema version widened (ALTER COLUMN TYPE with
-    Delta's type widening enabled on the table); stop on any other type change. A column
+def _widen(table: Target, current: StructType, incoming: StructType) -> None:
+    """Retype the table's columns a newer schema version widened (ALTER COLUMN TYPE; Delta
+    with its type widening enabled on the table); stop on any other type change. A column
     the changes carry narrower than the table (an older layout) is cast up by the MERGE."""
     have = {f.name: f.dataType for f in current.fields}
     wider: dict[str, DataType] = {}
@@ -326,24 +293,17 @@ def _widen(spark: SparkSession, target: str, current: StructType, incoming: Stru
         old = have.get(f.name)
         if old is None or old.simpleString() == f.dataType.simpleString():
             continue
-        if _widens(old, f.dataType):
+        if widens(old, f.dataType, table.format):
             wider[f.name] = f.dataType
-        elif not _widens(f.dataType, old):
+        elif not widens(f.dataType, old, table.format):
             raise SchemaError(
-                f"table {target} column {f.name}: type {old.simpleString()} cannot change "
+                f"table {table.name} column {f.name}: type {old.simpleString()} cannot change "
                 f"to {f.dataType.simpleString()}",
-                hint="Delta widens integers, float -> double and decimal precision in place "
-                "only; rewrite the column (or apply into a new table) and restart the query",
+                hint=f"{WIDENING_HINT[table.format]}; rewrite the column (or apply into a new "
+                "table) and restart the query",
             )
     if wider:
-        name = _sql_name(target)
-        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
-        for column, kind in wider.items():
-            spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_q(column)} TYPE {kind.simpleString()}")
-
-
-def _sql_name(target: str) -> str:
-    return f"delta.{_q(target)}" if _is_path(target) else target
+        table.retype(wider)
 
 
 def default_of(row_schema: str, column: str) -> Column:
@@ -358,44 +318,44 @@ def default_of(row_schema: str, column: str) -> Column:
     return defaults[column]
 
 
-def _truncated_lsn(table: DeltaTable | None) -> int:
-    """The newest TRUNCATE applied so far: older changes must never land again."""
-    if table is None:
-        return 0
-    detail = table.detail().select("properties").first()
-    props = detail[0] if detail is not None and detail[0] else {}
-    return int(props.get(TRUNCATED_PROPERTY, 0))
+def _truncated_lsn(table: Target) -> int:
+    """The newest TRUNCATE applied to the (existing) table so far: older changes must never
+    land again."""
+    return int(table.properties().get(TRUNCATED_PROPERTY, 0))
 
 
-def _truncate(spark: SparkSession, target: str, table: DeltaTable, lsn: int) -> None:
-    table.delete(sf.col("_lsn") < sf.lit(lsn))
-    _mark_truncated(spark, target, lsn)
+def _truncate(table: Target, lsn: int) -> None:
+    table.spark.sql(f"DELETE FROM {table.sql} WHERE {table.col('_lsn')} < {int(lsn)}")
+    _mark_truncated(table, lsn)
 
 
-def _mark_truncated(spark: SparkSession, target: str, lsn: int) -> None:
-    spark.sql(
-        f"ALTER TABLE {_sql_name(target)} SET TBLPROPERTIES ('{TRUNCATED_PROPERTY}' = '{lsn}')"
-    )
+def _mark_truncated(table: Target, lsn: int) -> None:
+    table.set_property(TRUNCATED_PROPERTY, str(int(lsn)))
 
 
 def fold(
     changes: DataFrame,
-    table: DeltaTable | None,
     key_columns: Sequence[str],
     *,
+    floor: int = 0,
+    current: Callable[[DataFrame], DataFrame | None] = lambda _kept: None,
     ignore_null_updates: bool = False,
 ) -> tuple[DataFrame, int | None, list[DataFrame]]:
-    """The state per key that `changes` leave on top of `table` (None: on nothing): tombstones
-    and TRUNCATEs dropped with every change older than the newest TRUNCATE (or the table's
-    floor), key changes' creates completed (`carry_over`), then `latest_per_key`. Returns it,
-    the TRUNCATE LSN still to apply to `table` (None: none newer than its floor), and the
-    DataFrames cached on the way (unpersist them once the state is used).
+    """The state per key that `changes` leave on top of a table: tombstones and TRUNCATEs
+    dropped with every change older than the newest TRUNCATE (or the table's `floor`), key
+    changes' creates completed (`carry_over`) from `current`'s answer, then
+    `latest_per_key`. Returns it, the TRUNCATE LSN still to apply (None: none newer than
+    the floor), and the DataFrames cached on the way (unpersist them once the state is
+    used).
+
+    `current` is called once with the kept changes (their columns are the batch's layout)
+    and returns the table's rows, None when there is none: the apply first gives the table
+    the batch's columns there, so the rows carried over have its new schema.
 
     The apply MERGEs this state; `bridge verify --spark` compares it with PostgreSQL, so
     both follow one set of rules."""
     if "_tombstone" in changes.columns:
         changes = changes.where(~sf.col("_tombstone"))
-    floor = _truncated_lsn(table)
     # One pass over the changes for the newest TRUNCATE and the values key changes lack.
     moved = sf.sum(sf.when(_moved(), sf.size("_unchanged"))) if OLD_KEY in changes.columns else None
     found = changes.agg(
@@ -408,7 +368,7 @@ def fold(
         (sf.col("op") != "t")
         & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
     )
-    kept, cached = carry_over(kept, table, key_columns, max(floor, truncate or 0), lacking)
+    kept, cached = carry_over(kept, current(kept), key_columns, max(floor, truncate or 0), lacking)
     latest = latest_per_key(kept, key_columns, ignore_null_updates=ignore_null_updates)
     return latest, truncate, cached
 
@@ -423,19 +383,23 @@ def apply_batch(
     except_column_list: Sequence[str] = (),
     ignore_null_updates: bool = False,
     quarantine: str | None = None,
+    table_format: TableFormat | None = None,
 ) -> None:
-    """MERGE one static DataFrame of change rows into the Delta table `target` (a path if it
-    contains '/' or ':', else a table name), creating or widening the table as needed.
+    """MERGE one static DataFrame of change rows into the table `target`, creating or
+    widening the table as needed: a Delta table (a path if it contains '/' or ':', else a
+    table name) or an Iceberg table (a catalog table), see `bridge.spark.formats`.
 
     `column_list` keeps only those data columns (key columns always stay), and
     `except_column_list` leaves those out; a listed column the changes do not have yet is
     taken when a newer schema version brings it. `ignore_null_updates`: a null in an update
     keeps the target's value (Databricks' option of that name; unchanged TOASTed values are
     kept without it). `quarantine`: the table for the records changes read with
-    mode="PERMISSIVE" could not decode (see `quarantine_failed`)."""
+    mode="PERMISSIVE" could not decode (see `quarantine_failed`). `table_format`: "delta" or
+    "iceberg" for `target` and `quarantine`; by default Iceberg for a table of an Iceberg
+    catalog (`lake.db.items` with `spark.sql.catalog.lake` one), else Delta."""
     if not key_columns:
         raise ConfigError("apply needs key_columns", hint="pass the table's primary key columns")
-    changes = quarantine_failed(changes, quarantine)
+    changes = quarantine_failed(changes, quarantine, table_format)
     if all(c in META_TYPES for c in changes.columns):
         return  # nothing but tombstones (or nothing at all): no row to change
     missing = [k for k in key_columns if k not in changes.columns]
@@ -449,21 +413,36 @@ def apply_batch(
     defaults = {
         f.name: f.metadata[DEFAULT_ROW] for f in changes.schema.fields if DEFAULT_ROW in f.metadata
     }
-    table = _table(spark, target)
-    latest, truncate, cached = fold(
-        changes, table, key_columns, ignore_null_updates=ignore_null_updates
-    )
-    latest = latest.persist()
-    try:
-        data = [c for c in latest.columns if c != "op" and c not in TARGET_META]
-        shape = latest.select(
+    table = target_table(spark, target, table_format)
+    existed = table.exists()
+    layout: list[str] = []
+
+    def current(kept: DataFrame) -> DataFrame | None:
+        # The table takes the batch's columns and types first, so the rows the key changes
+        # read from it (and any re-read after a write invalidates Spark's cache) have its
+        # new schema.
+        shape_of = latest_per_key(kept, key_columns)  # for its columns: nothing is computed
+        layout.extend(c for c in shape_of.columns if c != "op" and c not in TARGET_META)
+        shape = shape_of.select(
             *key_columns,
-            *(sf.col(c)["v"].alias(c) for c in data if c not in key_columns),
+            *(sf.col(c)["v"].alias(c) for c in layout if c not in key_columns),
             *TARGET_META,
         )
-        table = _ensure_table(spark, target, shape, defaults)
+        _ensure_table(table, shape, defaults)
+        return table.read() if existed else None
+
+    latest, truncate, cached = fold(
+        changes,
+        key_columns,
+        floor=_truncated_lsn(table) if existed else 0,
+        current=current,
+        ignore_null_updates=ignore_null_updates,
+    )
+    latest = latest.persist()
+    data = layout
+    try:
         if truncate is not None:
-            _truncate(spark, target, table, truncate)
+            _truncate(table, truncate)
         _merge(table, latest, key_columns, data, hard_delete)
     finally:
         latest.unpersist()
@@ -474,9 +453,11 @@ def apply_batch(
 QUARANTINE_COLUMNS = ("_topic", "_partition", "_offset", "_schema_id", "_error")
 
 
-def quarantine_failed(changes: DataFrame, quarantine: str | None) -> DataFrame:
+def quarantine_failed(
+    changes: DataFrame, quarantine: str | None, table_format: TableFormat | None = None
+) -> DataFrame:
     """`changes` without the records that failed to decode (rows with `_error`, read with
-    mode="PERMISSIVE"), which go to the Delta table `quarantine` first: their coordinates,
+    mode="PERMISSIVE"), which go to the table `quarantine` first: their coordinates,
     writer schema id, error and `_quarantined_at`, each record once however often a batch
     is replayed (a MERGE on the coordinates). The quarantined record's change is not
     applied: the target misses it until it is fixed and replayed by hand."""
@@ -491,9 +472,11 @@ def quarantine_failed(changes: DataFrame, quarantine: str | None) -> DataFrame:
         *QUARANTINE_COLUMNS, sf.current_timestamp().alias("_quarantined_at")
     )
     if failed.limit(1).count():
-        table = _ensure_table(changes.sparkSession, quarantine, failed, {})
-        on = " AND ".join(f"t.{c} = s.{c}" for c in QUARANTINE_COLUMNS[:3])
-        table.alias("t").merge(failed.alias("s"), on).whenNotMatchedInsertAll().execute()
+        table = target_table(changes.sparkSession, quarantine, table_format)
+        _ensure_table(table, failed, {})
+        on = " AND ".join(f"t.{table.col(c)} = s.{c}" for c in QUARANTINE_COLUMNS[:3])
+        insert = table.insert({c: f"s.{c}" for c in failed.columns})
+        table.merge(failed, on, [f"WHEN NOT MATCHED THEN {insert}"])
     return changes.where(sf.col("_error").isNull()).drop("_schema_id", "_error")
 
 
@@ -522,36 +505,36 @@ def _selected(
 
 
 def _merge(
-    table: DeltaTable,
+    table: Target,
     latest: DataFrame,
     key_columns: Sequence[str],
     data: list[str],
     hard: bool,
 ) -> None:
-    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
-    newer = "s._lsn > t._lsn OR (s._lsn = t._lsn AND s._offset > t._offset)"
-    meta: dict[str, str | Column] = {m: f"s.{m}" for m in TARGET_META}
-    values: dict[str, str | Column] = {_q(k): f"s.{_q(k)}" for k in key_columns}
-    for c in data:
-        if c not in key_columns:
-            values[_q(c)] = f"s.{_q(c)}.v"
+    t = table.col
+    on = " AND ".join(f"t.{t(k)} = s.{quote(k)}" for k in key_columns)
+    lsn, offset = f"t.{t('_lsn')}", f"t.{t('_offset')}"
+    newer = f"(s._lsn > {lsn} OR (s._lsn = {lsn} AND s._offset > {offset}))"
+    meta = {m: f"s.{m}" for m in TARGET_META}
+    values = {k: f"s.{quote(k)}" for k in key_columns}
     update = dict(values)
     for c in data:
         if c not in key_columns:
-            update[_q(c)] = f"CASE WHEN s.{_q(c)} IS NULL THEN t.{_q(c)} ELSE s.{_q(c)}.v END"
-    merge = table.alias("t").merge(latest.alias("s"), on)
-    if hard:
-        merge = merge.whenMatchedDelete(f"({newer}) AND s._deleted")
-    else:
-        merge = merge.whenMatchedUpdate(f"({newer}) AND s._deleted", meta)
-    merge = merge.whenMatchedUpdate(newer, {**update, **meta})
-    insert = {**values, **meta}
-    merge = (
-        merge.whenNotMatchedInsert("NOT s._deleted", insert)
-        if hard
-        else (merge.whenNotMatchedInsert(values=insert))
+            values[c] = f"s.{quote(c)}.v"
+            update[c] = f"CASE WHEN s.{quote(c)} IS NULL THEN t.{t(c)} ELSE s.{quote(c)}.v END"
+    deleted = f"WHEN MATCHED AND {newer} AND s._deleted THEN"
+    insert = table.insert({**values, **meta})
+    table.merge(
+        latest,
+        on,
+        [
+            f"{deleted} DELETE" if hard else f"{deleted} UPDATE SET {table.assign(meta)}",
+            f"WHEN MATCHED AND {newer} THEN UPDATE SET {table.assign({**update, **meta})}",
+            f"WHEN NOT MATCHED AND NOT s._deleted THEN {insert}"
+            if hard
+            else f"WHEN NOT MATCHED THEN {insert}",
+        ],
     )
-    merge.execute()
 
 
 def apply_changes(
@@ -563,6 +546,7 @@ def apply_changes(
     checkpoint: str | None = None,
     trigger: dict[str, Any] | None = None,
     quarantine: str | None = None,
+    table_format: TableFormat | None = None,
 ) -> StreamingQuery | None:
     """Apply a batch DataFrame now (returns None) or start a stream (returns the query).
 
@@ -570,10 +554,16 @@ def apply_changes(
     micro-batch) or an already-decoded streaming DataFrame; it needs `checkpoint`, and
     `trigger` takes DataStreamWriter.trigger's keywords, e.g. {"availableNow": True}. A
     micro-batch that Spark re-runs after a failure finds its changes applied and does nothing.
-    `quarantine`: see `apply_batch`. Many tables in one query: `bridge.spark.tables`.
+    `quarantine`, `table_format`: see `apply_batch`. Many tables in one query:
+    `bridge.spark.tables`.
     """
+    options: dict[str, Any] = {
+        "hard_delete": hard_delete,
+        "quarantine": quarantine,
+        "table_format": table_format,
+    }
     if isinstance(changes, DataFrame) and not changes.isStreaming:
-        apply_batch(changes, target, key_columns, hard_delete=hard_delete, quarantine=quarantine)
+        apply_batch(changes, target, key_columns, **options)
         return None
     if checkpoint is None:
         raise ConfigError("a streaming apply needs checkpoint=", hint="pass a checkpoint dir")
@@ -585,9 +575,7 @@ def apply_changes(
     def run(batch: DataFrame, _batch_id: int) -> None:
         batch.persist()  # decoding reads the batch twice: ids first, then the rows
         try:
-            apply_batch(
-                decode(batch), target, key_columns, hard_delete=hard_delete, quarantine=quarantine
-            )
+            apply_batch(decode(batch), target, key_columns, **options)
         finally:
             batch.unpersist()
 

@@ -1,4 +1,5 @@
-"""SCD type 2: change rows applied to a Delta table that keeps every version of every row.
+"""SCD type 2: change rows applied to a table (Delta or Iceberg, `bridge.spark.formats`) that
+keeps every version of every row.
 
 Each version is one row: the key, the data columns, `__START_AT` (the `_seq` of the change
 that began it) and `__END_AT` (the `_seq` of the change that ended it: the next version's
@@ -16,8 +17,8 @@ Unchanged TOASTed values are taken from the key's previous version.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as sf
 
@@ -25,12 +26,11 @@ from bridge.spark.apply import (
     TARGET_META,
     _ensure_table,
     _mark_truncated,
-    _q,
     _selected,
-    _table,
     _truncated_lsn,
     quarantine_failed,
 )
+from bridge.spark.formats import TableFormat, Target, quote, target_table
 from bridge.spark.reader import META_TYPES
 
 START, END = "__START_AT", "__END_AT"
@@ -47,9 +47,11 @@ def apply_history(
     column_list: Sequence[str] | None = None,
     except_column_list: Sequence[str] = (),
     quarantine: str | None = None,
+    table_format: TableFormat | None = None,
 ) -> None:
-    """MERGE one static DataFrame of change rows into the SCD type 2 Delta table `target`."""
-    changes = quarantine_failed(changes, quarantine)
+    """MERGE one static DataFrame of change rows into the SCD type 2 table `target`
+    (`table_format` and the other options: see `bridge.spark.apply.apply_batch`)."""
+    changes = quarantine_failed(changes, quarantine, table_format)
     if all(c in META_TYPES for c in changes.columns):
         return
     changes = _selected(changes, key_columns, column_list, except_column_list)
@@ -64,8 +66,8 @@ def apply_history(
         if (track_history_column_list is None or c in track_history_column_list)
         and c not in track_history_except_column_list
     ]
-    table = _table(spark, target)
-    floor = _truncated_lsn(table)
+    table = target_table(spark, target, table_format)
+    floor = _truncated_lsn(table) if table.exists() else 0
     rows = changes.where(sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= floor).select(
         *keys, *data, "op", "_unchanged", *TARGET_META
     )
@@ -76,8 +78,8 @@ def apply_history(
         sf.col("_seq").alias(START),
         sf.col("_seq").alias(END),
     )
-    table = _ensure_table(spark, target, shape, {})
-    current = table.toDF()
+    _ensure_table(table, shape, {})
+    current = table.read()
     done = current.groupBy(*keys).agg(
         sf.max(sf.greatest(sf.col(START), sf.coalesce(sf.col(END), sf.col(START)))).alias("__done")
     )
@@ -100,11 +102,18 @@ def apply_history(
     finally:
         versions.unpersist()
     for truncate in sorted(truncates, key=lambda r: r["_seq"]):
-        seq = sf.struct(
-            *(sf.lit(v).cast("bigint").alias(k) for k, v in truncate["_seq"].asDict().items())
-        )
-        table.update((sf.col(END).isNull()) & (sf.col(START) < seq), {END: seq})
-        _mark_truncated(spark, target, truncate["_lsn"])
+        seq = _struct_sql(truncate["_seq"].asDict())
+        end, start = table.col(END), table.col(START)
+        spark.sql(f"UPDATE {table.sql} SET {end} = {seq} WHERE {end} IS NULL AND {start} < {seq}")
+        _mark_truncated(table, truncate["_lsn"])
+
+
+def _struct_sql(fields: dict[str, Any]) -> str:
+    """A `_seq` value (bigint fields) as a SQL struct literal."""
+    values = ", ".join(
+        f"'{k}', CAST({'NULL' if v is None else int(v)} AS BIGINT)" for k, v in fields.items()
+    )
+    return f"named_struct({values})"
 
 
 def _versions(rows: DataFrame, keys: list[str], data: list[str], tracked: list[str]) -> DataFrame:
@@ -179,18 +188,16 @@ def _versions(rows: DataFrame, keys: list[str], data: list[str], tracked: list[s
     return out.unionByName(closes)
 
 
-def _merge_versions(
-    table: DeltaTable, versions: DataFrame, keys: list[str], data: list[str]
-) -> None:
-    on = " AND ".join([*(f"t.{_q(k)} = s.{_q(k)}" for k in keys), f"t.{START} = s.{START}"])
-    values: dict[str, str | Column] = {
-        _q(c): f"s.{_q(c)}" for c in [*keys, *data, *TARGET_META, START, END]
-    }
-    (
-        table.alias("t")
-        .merge(versions.alias("s"), on)
-        .whenMatchedUpdate(f"s.{_CLOSE}", {END: f"s.{END}"})
-        .whenMatchedUpdate(set=values)
-        .whenNotMatchedInsert(f"NOT s.{_CLOSE}", values)
-        .execute()
+def _merge_versions(table: Target, versions: DataFrame, keys: list[str], data: list[str]) -> None:
+    t = table.col
+    on = " AND ".join([*(f"t.{t(k)} = s.{quote(k)}" for k in keys), f"t.{t(START)} = s.{START}"])
+    values = {c: f"s.{quote(c)}" for c in [*keys, *data, *TARGET_META, START, END]}
+    table.merge(
+        versions,
+        on,
+        [
+            f"WHEN MATCHED AND s.{_CLOSE} THEN UPDATE SET {table.assign({END: f's.{END}'})}",
+            f"WHEN MATCHED THEN UPDATE SET {table.assign(values)}",
+            f"WHEN NOT MATCHED AND NOT s.{_CLOSE} THEN {table.insert(values)}",
+        ],
     )

@@ -32,12 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from bridge.spark.apply import TARGET_META, _is_path, _table, _truncate
+from bridge.spark.apply import TARGET_META, _truncate
+from bridge.spark.formats import TableFormat, target_table
 from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
 
@@ -85,12 +85,14 @@ def initial_load(
     *,
     registry_url: str,
     registry_auth: tuple[str, str] | None = None,
+    table_format: TableFormat | None = None,
 ) -> dict[str, int]:
-    """Write every table of `load` to its Delta target, then mark the load done.
+    """Write every table of `load` to its target, then mark the load done.
 
-    `targets` maps a topic to its target (a path if it contains '/' or ':', else a table
-    name), as a mapping or a function; a topic a mapping lacks is not loaded. Returns the
-    rows written per target."""
+    `targets` maps a topic to its target (Delta: a path if it contains '/' or ':', else a
+    table name; Iceberg: a catalog table, see `bridge.spark.formats` and `table_format`), as
+    a mapping or a function; a topic a mapping lacks is not loaded. Returns the rows written
+    per target."""
     read = load.reader()
     written: dict[str, int] = {}
     schemas = SchemaSource(registry_url, registry_auth)
@@ -102,7 +104,9 @@ def initial_load(
             if target is None:
                 continue
             rows = loaded_rows(spark, ChangeDecoder(schemas), table, read)
-            written[target] = _write(rows, target, int(load.lsn))
+            lake = target_table(spark, target, table_format)
+            written[target] = lake.replace(rows)  # one commit: a failed load is run again
+            _truncate(lake, int(load.lsn))  # removes nothing (every row is at L): the floor
     finally:
         schemas.close()
     load.finish()
@@ -128,24 +132,3 @@ def loaded_rows(
     changes = decoder.decode(raw, [(table.topic, table.value_schema_id, None, None)])
     data = [c for c in changes.columns if c not in META_TYPES]
     return changes.select(*data, *TARGET_META)
-
-
-def _write(rows: DataFrame, target: str, lsn: int) -> int:
-    spark = rows.sparkSession
-    writer = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    if _is_path(target):
-        writer.save(target)
-    else:
-        writer.saveAsTable(target)
-    table = _table(spark, target)
-    assert table is not None
-    written = _rows_written(table)
-    _truncate(spark, target, table, lsn)  # removes nothing (every row is at L): sets the floor
-    return written
-
-
-def _rows_written(table: DeltaTable) -> int:
-    """The latest commit's numOutputRows (the overwrite just made): no second read."""
-    found = table.history(1).select("operationMetrics").first()
-    metrics = found[0] if found is not None and found[0] else {}
-    return int(metrics.get("numOutputRows", 0))

@@ -1,8 +1,11 @@
-"""The JVM half of the Spark side: Kafka source, spark-avro and Delta jars, plus a tuned session.
+"""The JVM half of the Spark side: Kafka source, spark-avro, Delta and Iceberg jars, plus a tuned
+session.
 
-Maven (deploy/local/spark/pom.xml) copies the three artifacts and their dependencies into a
+Maven (deploy/local/spark/pom.xml) copies the artifacts and their dependencies into a
 per-user cache, leaving out every artifact pyspark already ships: two versions of one library
-on a classpath fail at run time, not at start. A marker written after a complete copy makes
+on a classpath fail at run time, not at start. The cache directory is named after the pinned
+versions and a digest of the POM, so a jar added to the POM is fetched on the next start
+rather than missed in an old cache. A marker written after a complete copy makes
 every later start skip Maven; a file lock serialises concurrent first runs. Spark's own
 `spark.jars.packages` is not used: its Ivy chain also consults a repository besides Maven
 Central, and it resolves again at every session start.
@@ -11,6 +14,7 @@ Central, and it resolves again at every session start.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -31,6 +35,11 @@ from bridge.errors import ConfigError
 SPARK_VERSION = "4.0.0"
 DELTA_VERSION = "4.0.0"
 SCALA_BINARY_VERSION = "2.13"
+SPARK_BINARY_VERSION = "4.0"
+# The newest Iceberg whose Spark 4.0 runtime (iceberg-spark-runtime-4.0_2.13) resolves from
+# Maven Central (1.12.0's did not); the runtime jar shades its dependencies: one jar more.
+ICEBERG_VERSION = "1.11.0"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 _REPO = Path(__file__).resolve().parents[2]
 POM = _REPO / "deploy" / "local" / "spark" / "pom.xml"
@@ -129,6 +138,8 @@ def _maven(scratch: Path, output: Path) -> None:
         str(MAVEN_SETTINGS),
         f"-Dspark.version={SPARK_VERSION}",
         f"-Ddelta.version={DELTA_VERSION}",
+        f"-Diceberg.version={ICEBERG_VERSION}",
+        f"-Dspark.binary.version={SPARK_BINARY_VERSION}",
         f"-Dscala.binary.version={SCALA_BINARY_VERSION}",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
@@ -147,10 +158,10 @@ def _maven(scratch: Path, output: Path) -> None:
 
 
 def spark_jars(root: Path | None = None) -> list[Path]:
-    """The extra jars for the pinned Spark + Delta pair, fetched on first use."""
+    """The extra jars for the pinned Spark, Delta and Iceberg versions, fetched on first use."""
     check_versions()
     root = root or cache_root()
-    target = root / f"spark-jars-{SPARK_VERSION}-delta-{DELTA_VERSION}"
+    target = root / jars_dir_name()
     if not (target / COMPLETE_MARKER).is_file():
         with _locked(root):
             if not (target / COMPLETE_MARKER).is_file():
@@ -163,15 +174,36 @@ def spark_jars(root: Path | None = None) -> list[Path]:
     return sorted(target.glob("*.jar"))
 
 
+def jars_dir_name() -> str:
+    """The cache directory of this jar set: the versions, and the POM's digest (a changed
+    dependency list is a different set)."""
+    pom = hashlib.sha256(POM.read_bytes()).hexdigest()[:12] if POM.is_file() else "no-pom"
+    return f"spark-jars-{SPARK_VERSION}-delta-{DELTA_VERSION}-iceberg-{ICEBERG_VERSION}-{pom}"
+
+
+def iceberg_catalog(name: str, warehouse: str) -> dict[str, str]:
+    """Session settings for an Iceberg catalog `name` over the directory `warehouse` (a
+    Hadoop catalog: no metastore; a local path, hdfs:// or any file system Hadoop reaches).
+    Pass them as `spark_session(extra_conf=...)`; its tables are `name.namespace.table`. A
+    REST, Hive or Glue catalog takes Iceberg's own settings instead."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": warehouse,
+    }
+
+
 def spark_session(
     app_name: str,
     master: str = "local[2]",
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A session with the Kafka, Avro and Delta jars, sized for a small (2-core) machine."""
+    """A session with the Kafka, Avro, Delta and Iceberg jars, sized for a small (2-core)
+    machine. An Iceberg catalog is configured through `extra_conf` (`iceberg_catalog`)."""
     conf = {
         "spark.jars": ",".join(str(p) for p in spark_jars()),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{ICEBERG_EXTENSIONS}",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.memory": "2g",
         "spark.driver.host": "127.0.0.1",

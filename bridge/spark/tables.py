@@ -10,10 +10,11 @@ created on first sight.
 Exactly-once into the targets across restarts: the checkpoint makes Spark re-run an
 interrupted micro-batch with the same offsets, and the apply's (commit LSN, offset) guard
 makes every table that batch already reached ignore its changes the second time. Each step
-of a table's apply (create, add or widen columns, TRUNCATE, MERGE) is one atomic Delta
-commit that a re-run repeats without effect, with one gap: a column added with a default
-is added in one commit and filled into existing rows in the next, and a kill between them
-leaves those rows null (a re-run finds the column there and fills nothing).
+of a table's apply (create, add or widen columns, TRUNCATE, MERGE) is one atomic commit (a
+Delta commit, an Iceberg snapshot or schema change) that a re-run repeats without effect,
+with one gap: a column added with a default is added in one commit and filled into existing
+rows in the next, and a kill between them leaves those rows null (a re-run finds the column
+there and fills nothing).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from bridge.errors import ConfigError, SchemaError
 from bridge.spark.apply import apply_batch
+from bridge.spark.formats import TableFormat
 from bridge.spark.history import apply_history
 from bridge.spark.reader import ChangeDecoder, ChangeStream, Group, frame
 from bridge.spark.registry import row_fields
@@ -96,6 +98,7 @@ def apply_tables_batch(
     tables: Mapping[str, TableOptions],
     default: TableOptions,
     quarantine: str | None = None,
+    table_format: TableFormat | None = None,
 ) -> None:
     """Apply one static DataFrame of raw Kafka rows (a micro-batch) to every table it touches,
     one topic after the other in name order."""
@@ -116,6 +119,7 @@ def apply_tables_batch(
                 column_list=options.column_list,
                 except_column_list=options.except_column_list,
                 quarantine=quarantine,
+                table_format=table_format,
             )
             continue
         apply_batch(
@@ -127,6 +131,7 @@ def apply_tables_batch(
             except_column_list=options.except_column_list,
             ignore_null_updates=options.ignore_null_updates,
             quarantine=quarantine,
+            table_format=table_format,
         )
 
 
@@ -139,12 +144,15 @@ def apply_tables(
     default: TableOptions | None = None,
     trigger: dict[str, Any] | None = None,
     quarantine: str | None = None,
+    table_format: TableFormat | None = None,
 ) -> StreamingQuery:
     """Start one streaming query applying every topic of `stream` (`read_changes(...,
     topics=[...] or pattern=..., streaming=True)`) to its own table.
 
-    `target`: a template such as "/lake/{schema}/{table}" or "lake.{schema}_{table}", or a
-    function of the topic. `tables`: per-topic `TableOptions` (keys for a table without
+    `target`: a template such as "/lake/{schema}/{table}" or "lake.{schema}_{table}" (an
+    Iceberg catalog's "ice.{schema}.{table}"), or a function of the topic. `table_format`:
+    "delta" or "iceberg" for every table; by default each target's catalog decides
+    (`bridge.spark.apply.apply_batch`). `tables`: per-topic `TableOptions` (keys for a table without
     a key schema, column lists, ...); `default` for every other topic. `trigger` takes
     DataStreamWriter.trigger's keywords, e.g. {"availableNow": True}. `quarantine`: the
     table for undecodable records, needed when the stream was read with mode="PERMISSIVE"
@@ -161,7 +169,7 @@ def apply_tables(
     def run(batch: DataFrame, _batch_id: int) -> None:
         batch.persist()  # read once per topic and once for the ids
         try:
-            apply_tables_batch(decoder, batch, target, chosen, fallback, quarantine)
+            apply_tables_batch(decoder, batch, target, chosen, fallback, quarantine, table_format)
         finally:
             batch.unpersist()
 

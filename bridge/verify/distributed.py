@@ -181,7 +181,7 @@ def _topic_state(
     result.records, result.after_point = int(counted[0]), int(counted[1])
     if not all(k in changes.columns for k in keys):  # tombstones only: no key is alive
         return rows.where(sf.lit(False))
-    latest, _, folded = fold(changes.where(~later), None, keys)
+    latest, _, folded = fold(changes.where(~later), keys)
     cached += folded
     types = {f.name: f.dataType for f in rows.schema.fields}
     return latest.where(~sf.col("_deleted")).select(

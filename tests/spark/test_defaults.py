@@ -1,6 +1,7 @@
-"""A column added with a constant default, in the Delta apply: rows the table already holds
-get the default when the column arrives, and records of an older schema version read in a
-later batch decode to it (Avro schema resolution in from_avro), as PostgreSQL reads those rows.
+"""A column added with a constant default, in the apply: rows the table already holds (in
+Delta or Iceberg) get the default when the column arrives, and records of an older schema
+version read in a later batch decode to it (Avro schema resolution in from_avro), as
+PostgreSQL reads those rows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyspark.sql import functions as sf
 from bridge.spark.apply import apply_batch
 from bridge.spark.reader import read_changes
 
+from .conftest import Lake
 from .feed import TableFeed, numeric_typmod
 
 ADDED = [  # (column, type, typmod, missing value text)
@@ -42,8 +44,8 @@ def _read(spark: SparkSession, feed: TableFeed, bootstrap: str, registry_url: st
     )
 
 
-def _rows(spark: SparkSession, path: str) -> dict[int, dict[str, Any]]:
-    rows = spark.read.format("delta").load(path).collect()
+def _rows(table: DataFrame) -> dict[int, dict[str, Any]]:
+    rows = table.collect()
     return {
         r["id"]: {k: v for k, v in r.asDict().items() if k[0] != "_" and k != "id"} for r in rows
     }
@@ -67,20 +69,20 @@ EXPECTED = {
 
 
 def test_rows_in_the_table_get_the_default_when_the_column_arrives(
-    spark: SparkSession, spark_dir: Path, kafka_bootstrap: str, registry_url: str
+    spark: SparkSession, lake: Lake, kafka_bootstrap: str, registry_url: str
 ) -> None:
     feed = _feed(kafka_bootstrap, registry_url)
     feed.commit(feed.insert({"id": "1", "name": "one"}), feed.insert({"id": "2", "name": "two"}))
-    path = str(spark_dir / "defaults_arrive")
+    path = lake.target("defaults_arrive")
     first = _read(spark, feed, kafka_bootstrap, registry_url)
     last = first.agg(sf.max("_offset")).first()
     assert last is not None
     apply_batch(first, path, ["id"])
-    assert set(_rows(spark, path)[1]) == {"name"}  # the column does not exist yet
+    assert set(_rows(lake.rows(path))[1]) == {"name"}  # the column does not exist yet
     _alter_and_write(feed)
     later = _read(spark, feed, kafka_bootstrap, registry_url)
     apply_batch(later.where(sf.col("_offset") > last[0]), path, ["id"])  # new records only
-    assert _rows(spark, path) == EXPECTED
+    assert _rows(lake.rows(path)) == EXPECTED
 
 
 def test_older_records_read_the_default_in_one_batch(
@@ -94,4 +96,4 @@ def test_older_records_read_the_default_in_one_batch(
     assert [r.asDict() for r in old] == [DEFAULTS]
     path = str(spark_dir / "defaults_batch")
     apply_batch(changes, path, ["id"])
-    assert _rows(spark, path) == EXPECTED
+    assert _rows(spark.read.format("delta").load(path)) == EXPECTED

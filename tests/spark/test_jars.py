@@ -1,4 +1,5 @@
-"""bridge.spark.jars: the extra jars are exactly the Kafka, Avro and Delta ones, nothing twice."""
+"""bridge.spark.jars: the extra jars are exactly the Kafka, Avro, Delta and Iceberg ones, nothing
+twice."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def test_resolved_jars(stack: Any) -> None:
         "spark-avro_2.13-4.0.0.jar",
         "delta-spark_2.13-4.0.0.jar",
         "delta-storage-4.0.0.jar",
+        f"iceberg-spark-runtime-4.0_2.13-{jars.ICEBERG_VERSION}.jar",
     } <= names
     shipped = jars.pyspark_artifacts()
     clashes = [n for n in names if (m := jars._ARTIFACT.match(n)) and m.group("name") in shipped]

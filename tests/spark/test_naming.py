@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql.types import (
+    ArrayType,
     DataType,
     DecimalType,
     DoubleType,
@@ -12,10 +13,12 @@ from pyspark.sql.types import (
     LongType,
     ShortType,
     StringType,
+    StructField,
+    StructType,
 )
 
 from bridge.errors import ConfigError
-from bridge.spark.apply import _widens
+from bridge.spark.formats import sql_type, widens
 from bridge.spark.tables import target_of
 
 
@@ -39,17 +42,25 @@ def test_target_function_and_unfillable_template() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "widens"),
+    ("old", "new", "delta", "iceberg"),
     [
-        (IntegerType(), LongType(), True),
-        (ShortType(), IntegerType(), True),
-        (LongType(), IntegerType(), False),
-        (FloatType(), DoubleType(), True),
-        (DecimalType(10, 2), DecimalType(14, 2), True),
-        (DecimalType(10, 2), DecimalType(12, 4), True),
-        (DecimalType(10, 2), DecimalType(10, 3), False),  # one digit fewer before the point
-        (IntegerType(), StringType(), False),
+        (IntegerType(), LongType(), True, True),
+        (ShortType(), IntegerType(), True, True),
+        (LongType(), IntegerType(), False, False),
+        (FloatType(), DoubleType(), True, True),
+        (DecimalType(10, 2), DecimalType(14, 2), True, True),
+        (DecimalType(10, 2), DecimalType(12, 4), True, False),  # Iceberg: same scale only
+        (DecimalType(10, 2), DecimalType(10, 3), False, False),  # a digit fewer before the point
+        (IntegerType(), StringType(), False, False),
     ],
 )
-def test_widening(old: DataType, new: DataType, widens: bool) -> None:
-    assert _widens(old, new) is widens
+def test_widening(old: DataType, new: DataType, delta: bool, iceberg: bool) -> None:
+    assert widens(old, new, "delta") is delta
+    assert widens(old, new, "iceberg") is iceberg
+
+
+def test_sql_types_quote_nested_field_names() -> None:
+    kind = StructType(
+        [StructField("offset", LongType()), StructField("a b", ArrayType(DecimalType(5, 1)))]
+    )
+    assert sql_type(kind) == "STRUCT<`offset`: bigint, `a b`: ARRAY<decimal(5,1)>>"

@@ -1,14 +1,15 @@
-"""The Delta apply follows the table's schema without a restart by hand, applies the options
-Databricks' AUTO CDC users expect, and quarantines undecodable records in PERMISSIVE mode.
+"""The apply follows the table's schema without a restart by hand (in Delta and Iceberg),
+applies the options Databricks' AUTO CDC users expect, and quarantines undecodable records in
+PERMISSIVE mode.
 
 Records are the bridge's own bytes (tests/spark/feed.py) in the real Kafka and registry.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from bridge.errors import SchemaError
 from bridge.spark.apply import apply_batch
 from bridge.spark.reader import Mode, read_changes
 
+from .conftest import Lake
 from .feed import TableFeed, numeric_typmod
 
 
@@ -38,15 +40,15 @@ def _read(
     )
 
 
-def _rows(spark: SparkSession, path: str) -> dict[int, dict[str, Any]]:
-    rows = spark.read.format("delta").load(path).collect()
+def _rows(table: DataFrame) -> dict[int, dict[str, Any]]:
+    rows = table.collect()
     return {
         r["id"]: {k: v for k, v in r.asDict().items() if k[0] != "_" and k != "id"} for r in rows
     }
 
 
 def test_added_dropped_and_widened_columns_reach_the_table(
-    spark: SparkSession, spark_dir: Path, kafka_bootstrap: str, registry_url: str
+    spark: SparkSession, lake: Lake, kafka_bootstrap: str, registry_url: str
 ) -> None:
     columns = [
         ("id", "int4", -1),
@@ -60,7 +62,7 @@ def test_added_dropped_and_widened_columns_reach_the_table(
         feed.insert({"id": "1", "n": "1", "f": "1.5", "amount": "1.25", "gone": "g1"}),
         feed.insert({"id": "2", "n": "2", "f": "2.5", "amount": "2.50", "gone": "g2"}),
     )
-    path = str(spark_dir / "evolving")
+    path = lake.target("evolving")
     first = _read(spark, feed, kafka_bootstrap, registry_url)
     last = first.agg(sf.max("_offset")).first()
     assert last is not None
@@ -77,7 +79,7 @@ def test_added_dropped_and_widened_columns_reach_the_table(
     )
     later = _read(spark, feed, kafka_bootstrap, registry_url)
     apply_batch(later.where(sf.col("_offset") > last[0]), path, ["id"])  # new records only
-    types = dict(spark.read.format("delta").load(path).dtypes)
+    types = dict(lake.rows(path).dtypes)
     assert {c: types[c] for c in ("n", "f", "amount", "gone", "extra")} == {
         "n": "bigint",
         "f": "double",
@@ -85,7 +87,7 @@ def test_added_dropped_and_widened_columns_reach_the_table(
         "gone": "string",  # dropped in PostgreSQL: kept, null in rows written since
         "extra": "string",
     }
-    assert _rows(spark, path) == {
+    assert _rows(lake.rows(path)) == {
         1: {
             "n": 5_000_000_000,
             "f": 0.1,
@@ -97,16 +99,17 @@ def test_added_dropped_and_widened_columns_reach_the_table(
         3: {"n": 3, "f": 3.5, "amount": Decimal("3.00"), "gone": None, "extra": "x"},
     }
 
-    # A change no Delta column can follow stops the apply, naming table and column (the
-    # registry refuses it for one subject: the table's topic under a new prefix brings it).
+    # A change no column can follow stops the apply, naming table and column (the registry
+    # refuses it for one subject: the table's topic under a new prefix brings it).
     other = _feed(kafka_bootstrap, registry_url, [("id", "int4", -1), ("n", "text", -1)])
     other.commit(other.insert({"id": "2", "n": "two"}))
-    with pytest.raises(SchemaError, match=rf"table {path} column n: type bigint cannot change"):
+    error = rf"table {re.escape(path)} column n: type bigint cannot change"
+    with pytest.raises(SchemaError, match=error):
         apply_batch(_read(spark, other, kafka_bootstrap, registry_url), path, ["id"])
 
 
 def test_options_sequence_and_quarantine(
-    spark: SparkSession, spark_dir: Path, kafka_bootstrap: str, registry_url: str
+    spark: SparkSession, lake: Lake, kafka_bootstrap: str, registry_url: str
 ) -> None:
     """except_column_list, ignore_null_updates and `_seq` in one apply; a record that is not
     framed, one with an unknown schema id and one with a broken body go to the quarantine
@@ -124,7 +127,7 @@ def test_options_sequence_and_quarantine(
     feed.flush()
     feed.commit(feed.insert({"id": "2", "a": "5", "b": None, "c": "x"}))
 
-    path, quarantine = str(spark_dir / "options"), str(spark_dir / "quarantine")
+    path, quarantine = lake.target("options"), lake.target("quarantine")
     for _ in range(2):
         changes = _read(spark, feed, kafka_bootstrap, registry_url, "PERMISSIVE")
         apply_batch(
@@ -135,9 +138,9 @@ def test_options_sequence_and_quarantine(
             ignore_null_updates=True,
             quarantine=quarantine,
         )
-    table = spark.read.format("delta").load(path)
+    table = lake.rows(path)
     assert "c" not in table.columns
-    assert _rows(spark, path) == {1: {"a": 1, "b": 2}, 2: {"a": 5, "b": None}}
+    assert _rows(table) == {1: {"a": 1, "b": 2}, 2: {"a": 5, "b": None}}
     seq = {r["id"]: r["_seq"] for r in table.select("id", "_seq", "_lsn").collect()}
     assert seq[2] > seq[1] and seq[1]["commit_lsn"] < seq[2]["commit_lsn"]
     assert all(s["lsn"] is not None for s in seq.values())
@@ -150,7 +153,7 @@ def test_options_sequence_and_quarantine(
     expected = {
         (r["partition"], r["offset"]) for r in raw.where(sf.col("value").isin(*broken)).collect()
     }
-    found = spark.read.format("delta").load(quarantine).collect()
+    found = lake.rows(quarantine).collect()
     assert {(r["_partition"], r["_offset"]) for r in found} == expected
     errors = sorted((r["_schema_id"] is None, r["_error"]) for r in found)
     assert [e[0] for e in errors] == [False, False, True]

@@ -1,0 +1,50 @@
+"""bridge.spark.formats: which format a target is, and the initial load's one-commit replace,
+in Delta and in Iceberg."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
+
+from bridge.errors import ConfigError
+from bridge.spark.apply import TRUNCATED_PROPERTY, _truncate
+from bridge.spark.formats import target_table
+
+from .conftest import Lake
+
+
+def test_an_iceberg_target_is_a_catalog_table() -> None:
+    spark = cast(SparkSession, object())  # refused before the session is asked anything
+    with pytest.raises(ConfigError, match="an Iceberg target is a catalog table, not a path"):
+        target_table(spark, "/lake/items", "iceberg")
+    with pytest.raises(ConfigError, match="unknown table_format 'hudi'"):
+        target_table(spark, "db.items", "hudi")  # type: ignore[arg-type]
+
+
+def test_the_catalog_decides_the_format(spark: SparkSession, iceberg: str) -> None:
+    assert target_table(spark, f"{iceberg}.db.items").format == "iceberg"
+    assert target_table(spark, "/lake/items").format == "delta"
+    assert target_table(spark, "s3a://bucket/lake.items").format == "delta"
+    assert target_table(spark, "db.items").format == "delta"  # spark_catalog: Delta's
+    assert target_table(spark, f"{iceberg}.db.items", "delta").format == "delta"
+
+
+def test_replace_writes_one_commit_and_the_floor(spark: SparkSession, lake: Lake) -> None:
+    """What the initial load does with a table: all rows and the schema replaced at once
+    (a second load replaces the first), then its LSN set as the TRUNCATE floor."""
+    table = target_table(spark, lake.named("loaded"), lake.format)
+    first = spark.range(5).select(
+        sf.col("id").cast("int").alias("id"),
+        sf.lit(7).cast("bigint").alias("_lsn"),
+        sf.lit(False).alias("_deleted"),
+    )
+    assert table.replace(first) == 5
+    second = first.where("id < 3").withColumn("v", sf.lit("x"))
+    assert table.replace(second) == 3
+    _truncate(table, 7)
+    rows = lake.rows(lake.named("loaded"))
+    assert sorted(tuple(r) for r in rows.collect()) == [(i, 7, False, "x") for i in range(3)]
+    assert table.properties()[TRUNCATED_PROPERTY] == "7"
