@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, NamedTuple
 
+from bridge.encode.avro import long_bytes
 from bridge.errors import VerifyError
 
 # `Kept.columns` starts with a digest of the whole row's Avro body in the table's current
@@ -101,14 +102,7 @@ def ordered_long(body: bytes) -> bytes:
 
 def long_body(ordered: bytes) -> bytes:
     """`ordered_long`'s inverse."""
-    n = int.from_bytes(ordered, "big") - _OFFSET
-    zigzag = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
+    return long_bytes(int.from_bytes(ordered, "big") - _OFFSET)
 
 
 def _same(body: bytes) -> bytes:
