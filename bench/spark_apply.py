@@ -10,14 +10,14 @@ encoders, `id int, name text, amount numeric(10,2), ts timestamptz, qty int8`), 
 of 2 partitions per table, in transactions of `--txn` changes: inserts of new keys (70%),
 updates (20%) and deletes (10%) of keys inserted earlier. Producing is not timed.
 
-Then, timed: for each table a streaming `read_changes` + `apply_changes` with
-trigger availableNow (so exactly the backlog, in one micro-batch per table, or in batches
-of `--max-offsets` records per trigger: maxOffsetsPerTrigger) into a fresh Delta table
-(`--format iceberg`: a table of an Iceberg Hadoop catalog in the work directory), one query
-after the other. Reported: changes, seconds from the first query's start until the
-last one finished, changes/s, and CPU seconds of the Spark JVM (from /proc) and of this
-Python driver. The final tables are checked against the keyed state the feed produced
-(row count per table).
+Then, timed: one streaming `read_changes` of all the topics + `apply_tables` (the
+many-tables job: each micro-batch split by table, each table MERGEd with its key) with
+trigger availableNow (so exactly the backlog, in one micro-batch, or in batches of
+`--max-offsets` records per trigger: maxOffsetsPerTrigger) into fresh Delta tables
+(`--format iceberg`: tables of an Iceberg Hadoop catalog in the work directory).
+Reported: changes, seconds from the query's start until it finished, changes/s, and CPU
+seconds of the Spark JVM (from /proc) and of this Python driver. The final tables are
+checked against the keyed state the feed produced (live row count per table).
 
 Without `--stack-json` (the JSON line `python deploy/local/stack.py up` prints) the local
 stack is started and stopped here.
@@ -46,10 +46,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.e2e import load_stack  # noqa: E402
-from bridge.spark.apply import apply_changes  # noqa: E402
-from bridge.spark.formats import FORMATS  # noqa: E402
+from bridge.spark.formats import FORMATS, target_table  # noqa: E402
 from bridge.spark.jars import iceberg_catalog, spark_session  # noqa: E402
 from bridge.spark.reader import read_changes  # noqa: E402
+from bridge.spark.tables import apply_tables  # noqa: E402
 from tests.spark.feed import TableFeed, numeric_typmod  # noqa: E402
 
 COLUMNS = [
@@ -144,44 +144,40 @@ def main() -> None:
             conf |= iceberg_catalog("bench", str(work / "warehouse"))
         spark = spark_session("bench-spark-apply", extra_conf=conf)
 
-        def target(n: int) -> str:
-            return str(work / f"t{n}") if args.format == "delta" else f"bench.apply.t{n}"
+        names = {topic: f"t{n}" for n, (topic, _) in enumerate(topics)}
+        base = f"{work}/" if args.format == "delta" else "bench.apply."
+
+        def table_of(topic: str) -> str:
+            return base + names[topic]
 
         kafka = {"kafka.bootstrap.servers": info.kafka_bootstrap}
         if args.max_offsets:
             kafka["maxOffsetsPerTrigger"] = str(args.max_offsets)
         cpu0, py0, t0 = jvm_cpu_seconds(spark), time.process_time(), time.monotonic()
-        for n, (topic, _) in enumerate(topics):
-            stream = read_changes(
-                spark,
-                [topic],
-                kafka_options=kafka,
-                registry_url=info.registry_url,
-                streaming=True,
-            )
-            query = apply_changes(
-                stream,
-                target(n),
-                ["id"],
-                checkpoint=str(work / f"chk{n}"),
-                trigger={"availableNow": True},
-            )
-            assert query is not None
-            query.awaitTermination()
+        stream = read_changes(
+            spark,
+            [topic for topic, _ in topics],
+            kafka_options=kafka,
+            registry_url=info.registry_url,
+            streaming=True,
+        )
+        query = apply_tables(
+            stream,
+            table_of,
+            checkpoint=str(work / "checkpoint"),
+            trigger={"availableNow": True},
+            table_format=args.format,
+        )
+        query.awaitTermination()
         seconds = time.monotonic() - t0
         jvm, py = jvm_cpu_seconds(spark) - cpu0, time.process_time() - py0
-        for n, (topic, live) in enumerate(topics):
-            if args.format == "delta":
-                table, deleted = spark.read.format("delta").load(target(n)), "_deleted"
-            else:
-                table, deleted = spark.table(target(n)), "__deleted"
-            got = table.where(f"NOT {deleted}").count()
-            assert got == live, f"{topic}: {got} live rows in {args.format}, the feed left {live}"
+        for topic, live in topics:
+            got = target_table(spark, table_of(topic), args.format).read()
+            got_live = got.where("NOT _deleted").count()
+            assert got_live == live, f"{topic}: {got_live} live rows, the feed left {live}"
         changes = args.changes // args.tables * args.tables
         batches = (
-            f"maxOffsetsPerTrigger {args.max_offsets}"
-            if args.max_offsets
-            else "one micro-batch per table"
+            f"maxOffsetsPerTrigger {args.max_offsets}" if args.max_offsets else "one micro-batch"
         )
         print(
             f"{args.format}: {changes} changes, {args.tables} tables, {batches}: "
