@@ -165,9 +165,11 @@ def verify(
     delta: Annotated[
         list[str] | None,
         typer.Option(
+            "--lake",
             "--delta",
-            help="schema.table=TARGET: also compare the Delta table (path or name) the Spark "
-            "apply writes (repeat; needs the spark extra).",
+            help="schema.table=TARGET: also compare the lake table the Spark apply writes: a "
+            "Delta path or table name, or an Iceberg catalog.namespace.table (the catalog set "
+            "with --spark-conf); repeat; needs the spark extra.",
         ),
     ] = None,
     memory_limit_mb: Annotated[
@@ -191,7 +193,7 @@ def verify(
         str | None,
         typer.Option(
             "--spark-master",
-            help="Master URL of the session --spark and --delta start (default: local[2]).",
+            help="Master URL of the session --spark and --lake start (default: local[2]).",
         ),
     ] = None,
     spark_conf: Annotated[

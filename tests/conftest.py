@@ -59,6 +59,8 @@ STACK_FIXTURES = {
     "pg_modern",
 }
 
+ICEBERG_CATALOG = "lake"  # the `iceberg` fixture's catalog
+
 
 def _unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
@@ -119,6 +121,19 @@ def spark(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def iceberg(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The name of an Iceberg catalog (a Hadoop one over a temporary warehouse) configured on
+    the shared session, for the Spark apply's and verify's Iceberg tests (Spark loads a
+    catalog on its first use, from the settings then)."""
+    from bridge.spark.jars import iceberg_catalog  # noqa: PLC0415 (pyspark: slow to import)
+
+    warehouse = tmp_path_factory.mktemp("iceberg-warehouse")
+    for key, value in iceberg_catalog(ICEBERG_CATALOG, str(warehouse)).items():
+        spark.conf.set(key, value)
+    return ICEBERG_CATALOG
 
 
 @pytest.fixture(scope="session")

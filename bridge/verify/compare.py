@@ -50,12 +50,20 @@ _FETCH = 2000
 LAKE_KINDS: Final = ("equal", "missing", "ghost", "different", "behind", "after_point")
 
 
+# a lake table's format (`bridge.spark.formats.TableFormat`) as people read it, and what its
+# pinned version is called there
+LAKE_FORMATS: Final = {"delta": "Delta", "iceberg": "Iceberg"}
+LAKE_VERSIONS: Final = {"delta": "version", "iceberg": "snapshot"}
+
+
 @dataclass
 class LakeResult:
-    """One table's verdict on its Delta table (`bridge.verify.lake`), `counts` by `LAKE_KINDS`."""
+    """One table's verdict on its lake table (`bridge.verify.lake`), `counts` by `LAKE_KINDS`;
+    `version`: the Delta version or Iceberg snapshot id judged."""
 
     target: str
     version: int = -1
+    format: str = "delta"
     counts: Counter[str] = field(default_factory=Counter)
     columns: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[str]] = field(default_factory=dict)
@@ -67,6 +75,7 @@ class LakeResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
+            "format": self.format,
             "version": self.version,
             "status": "equal" if self.ok else "differs",
             **{k: self.counts[k] for k in LAKE_KINDS},
@@ -103,7 +112,7 @@ class TableResult:
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str | None = None
     on_disk: bool = False  # the topic's key states passed the memory budget: SQLite
-    lake: LakeResult | None = None  # with --delta: the Delta table's verdict
+    lake: LakeResult | None = None  # with --lake: the lake table's verdict
     # for --repair: what was compared, how far the topic was read, and the keys to fix
     snapshot_table: SnapshotTable | None = None
     job: TableJob | None = None

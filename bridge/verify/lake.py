@@ -1,20 +1,21 @@
-"""`bridge verify --delta TABLE=TARGET`: a Delta table written by `bridge.spark.apply`
-checked against PostgreSQL at the verification point.
+"""`bridge verify --lake TABLE=TARGET` (alias `--delta`): a Delta or Iceberg table written by
+`bridge.spark.apply` checked against PostgreSQL at the verification point, its format decided
+as the apply decides it (`bridge.spark.formats.target_table`).
 
 The lake has no position of its own that says "everything before L is applied": a
 streaming apply's micro-batch may end at different offsets per partition, and an idle
-database never produces a change at or after L. What the Delta table does keep is the
+database never produces a change at or after L. What the lake table does keep is the
 position of the change that wrote each row (`_lsn`, the commit LSN; `_deleted` for a soft
 delete), and verify has just folded the topic up to L: for each key it knows the commit
-LSN of the newest change before L. So the check is made per key, on one pinned Delta
-version, with no assumption about how far the apply got:
+LSN of the newest change before L. So the check is made per key, on one pinned version
+(Delta's version, Iceberg's snapshot), with no assumption about how far the apply got:
 
 - a lake row whose `_lsn` is at or after L changed after the point: left out (as a key
   that is absent while the topic holds a change of it at or after L: a hard delete);
 - a lake row older than the topic's change of that key (or absent while the topic has
   the key alive, or alive and older than a TRUNCATE the topic holds) is behind: the
   apply has not reached it yet (or the row was removed from the lake: the two look alike).
-  verify re-reads the newest Delta version until no key is behind, and reports the keys
+  verify re-reads the newest version until no key is behind, and reports the keys
   still behind after `--timeout` as a mismatch;
 - every other key is where the apply must have left it, and its row must equal
   PostgreSQL's at L: missing (PostgreSQL has it, the lake not or soft-deleted), ghost (the
@@ -34,7 +35,6 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import (
@@ -52,9 +52,10 @@ from pyspark.sql.types import (
 from bridge.config import Config
 from bridge.errors import VerifyError
 from bridge.spark.apply import TARGET_META
+from bridge.spark.formats import Target, target_table
 from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import LAKE_KINDS, SAMPLES, LakeResult
+from bridge.verify.compare import LAKE_FORMATS, LAKE_KINDS, SAMPLES, LakeResult
 from bridge.verify.state import TopicState, schema_id
 
 _POLL_S: Final = 1.0
@@ -77,27 +78,17 @@ _SIDE = StructType(
 )
 
 
-def _is_path(target: str) -> bool:
-    return "/" in target or ":" in target  # bridge.spark.apply's rule
-
-
-def _latest(spark: SparkSession, target: str) -> tuple[int, DataFrame]:
-    """The newest version of the Delta table and that version, pinned."""
+def _latest(target: Target) -> tuple[int, DataFrame]:
+    """The newest version of the lake table and that version, pinned (`Target.pinned`)."""
     try:
-        table = (
-            DeltaTable.forPath(spark, target)
-            if _is_path(target)
-            else DeltaTable.forName(spark, target)
-        )
-    except Exception as exc:  # Spark's AnalysisException and friends: not a Delta table
+        return target.pinned()
+    except Exception as exc:  # Spark's AnalysisException and friends: no such table
         raise VerifyError(
-            f"cannot open the Delta table {target}: {str(exc).splitlines()[0]}",
-            hint="--delta names the path or table name the Spark apply writes",
+            f"cannot open the {LAKE_FORMATS[target.format]} table {target.name}: "
+            + str(exc).splitlines()[0],
+            hint="--lake names the Delta path or table, or the Iceberg catalog table, the Spark "
+            "apply writes (an Iceberg catalog configured with --spark-conf)",
         ) from None
-    found = table.history(1).select("version").first()
-    version = 0 if found is None else int(found[0])
-    reader = spark.read.format("delta").option("versionAsOf", version)
-    return version, reader.load(target) if _is_path(target) else reader.table(target)
 
 
 class LakeSide:
@@ -152,7 +143,8 @@ class LakeSide:
         key_columns: list[str],
         timeout: float,
     ) -> LakeResult:
-        """Judge the newest Delta version, re-read while keys are behind (module docstring)."""
+        """Judge the newest version of the lake table, re-read while keys are behind (module
+        docstring)."""
         self._finish()
         schemas = SchemaSource(cfg.registry.url, _auth(cfg))
         try:
@@ -174,12 +166,13 @@ class LakeSide:
             )
             .persist()
         )
+        table = target_table(spark, target)  # the format as the apply decides it
         deadline = time.monotonic() + timeout
         try:
             while True:
-                version, lake = _latest(spark, target)
+                version, lake = _latest(table)
                 judged = _judge(ours, lake, key_columns, data, self.state)
-                result = _summarise(judged, target, version, key_columns, data)
+                result = _summarise(judged, table, version, key_columns, data)
                 if not result.counts["behind"] or time.monotonic() > deadline:
                     return result
                 time.sleep(_POLL_S)
@@ -202,7 +195,7 @@ def _judge(
     missing_meta = [m for m in ("_lsn", "_deleted") if m not in lake.columns]
     if missing_meta:
         raise VerifyError(
-            f"the Delta table lacks {', '.join(missing_meta)}",
+            f"the lake table lacks {', '.join(missing_meta)}",
             hint="verify reads tables written by bridge.spark.apply, which keeps "
             + ", ".join(TARGET_META),
         )
@@ -257,11 +250,11 @@ def _same(a: Column, b: Column, kind: DataType) -> Column:
 
 
 def _summarise(
-    judged: DataFrame, target: str, version: int, keys: list[str], data: list[str]
+    judged: DataFrame, target: Target, version: int, keys: list[str], data: list[str]
 ) -> LakeResult:
     """The lake's verdict from `tally`."""
     mismatches = [k for k in LAKE_KINDS if k not in ("equal", "after_point")]
-    result = LakeResult(target, version)
+    result = LakeResult(target.name, version, target.format)
     counts, columns, samples = tally(judged, LAKE_KINDS, mismatches, keys, data)
     result.counts.update(counts)
     result.columns.update(columns)

@@ -63,7 +63,7 @@ def _registry(result: Verification, seconds: float) -> CollectorRegistry:
     )
     lake = Gauge(
         "bridge_verify_lake_mismatches",
-        "Keys that differ between the table and its Delta table (--delta) at the last "
+        "Keys that differ between the table and its lake table (--lake) at the last "
         "verification; behind: changes the Spark apply had not applied by --timeout",
         ["table", "kind"],
         registry=registry,

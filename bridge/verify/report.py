@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bridge.lsn import LSN
-from bridge.verify.compare import LAKE_KINDS, LakeResult
+from bridge.verify.compare import LAKE_FORMATS, LAKE_KINDS, LAKE_VERSIONS, LakeResult
 from bridge.verify.run import Verification
 
 _COLUMNS = ("table", "status", "rows", "equal", "missing", "ghosts", "different")
@@ -49,10 +49,12 @@ def as_table(result: Verification) -> str:
 def _lake_lines(table: str, lake: LakeResult) -> list[str]:
     counts = ", ".join(f"{k} {lake.counts[k]}" for k in LAKE_KINDS)
     status = "equal" if lake.ok else "differs"
-    lines = [f"{table}: Delta table {lake.target} (version {lake.version}): {status}; {counts}"]
+    name = LAKE_FORMATS[lake.format]
+    pinned = f"{LAKE_VERSIONS[lake.format]} {lake.version}"
+    lines = [f"{table}: {name} table {lake.target} ({pinned}): {status}; {counts}"]
     if lake.columns:
         shown = ", ".join(f"{c} ({n})" for c, n in sorted(lake.columns.items()))
-        lines.append(f"{table}: Delta columns that differ: {shown}")
+        lines.append(f"{table}: {name} columns that differ: {shown}")
     for kind, keys in lake.samples.items():
-        lines.append(f"{table}: Delta {kind} keys: {'; '.join(keys)}")
+        lines.append(f"{table}: {name} {kind} keys: {'; '.join(keys)}")
     return lines

@@ -218,7 +218,7 @@ def verify(
     spark_conf: Mapping[str, str] | None = None,
 ) -> Verification:
     """Compare every captured table (or `tables`) with its topic at one point, and the
-    tables named in `delta` (table -> Delta path or name) with that Delta table too, read
+    tables named in `delta` (table -> lake table: `--lake`) with that lake table too, read
     by `spark` (a SparkSession; when None, one is started with `spark_master`, default
     `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). A table's topic
     state beyond `memory_limit` bytes goes to disk (`bridge.verify.store`). `distributed`:
@@ -277,20 +277,20 @@ def verify(
                     compare_table(reader, table, job, state, result)
                 else:
                     spark = spark or opened.enter_context(_session(spark_master, spark_conf))
-                    progress(f"{table.label}: comparing the topic, then the Delta table {target}")
+                    progress(f"{table.label}: comparing the topic, then the lake table {target}")
                     _with_lake(cfg, reader, spark, target, state, result, timeout)
             progress(f"{table.label}: {result.status}" + " (key states on disk)" * result.on_disk)
         return Verification(point, results)
 
 
 def parse_targets(specs: list[str]) -> dict[str, str]:
-    """`schema.table=TARGET` options -> table -> Delta path or table name."""
+    """`--lake schema.table=TARGET` options -> table -> lake table's path or name."""
     out = {}
     for spec in specs:
         table, sep, target = spec.partition("=")
         if not sep or "." not in table or not target:
             raise ConfigError(
-                f"--delta {spec!r}", hint="write --delta schema.table=/path/or/delta_table_name"
+                f"--lake {spec!r}", hint="write --lake schema.table=/path/or/table_name"
             )
         out[table] = target
     return out
@@ -334,7 +334,7 @@ def _with_lake(
     result: TableResult,
     timeout: float,
 ) -> None:
-    """`compare_table`, with PostgreSQL's rows also handed to the Delta comparison."""
+    """`compare_table`, with PostgreSQL's rows also handed to the lake comparison."""
     from bridge.verify.lake import LakeSide  # noqa: PLC0415 (pyspark: slow import)
 
     assert result.snapshot_table is not None and result.job is not None

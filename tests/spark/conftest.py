@@ -1,7 +1,8 @@
 """Fixtures of the Spark tests; their SparkSession is tests/conftest.py's `spark`, shared
 with the consumer matrix (tests/consumers). `lake` runs a module's tests once per table
 format: Delta tables under a directory, Iceberg tables in a namespace of the session's
-Iceberg catalog (a Hadoop catalog over a temporary warehouse)."""
+Iceberg catalog (tests/conftest.py's `iceberg`: a Hadoop catalog over a temporary
+warehouse)."""
 
 from __future__ import annotations
 
@@ -14,24 +15,11 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from bridge.spark.formats import FORMATS, ICEBERG_RESERVED, TableFormat, is_path
-from bridge.spark.jars import iceberg_catalog
-
-ICEBERG_CATALOG = "lake"
 
 
 @pytest.fixture(scope="module")
 def spark_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("delta")
-
-
-@pytest.fixture(scope="session")
-def iceberg(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The Iceberg catalog's name, configured on the running session (Spark loads a catalog
-    on its first use, from the settings then)."""
-    warehouse = tmp_path_factory.mktemp("iceberg-warehouse")
-    for key, value in iceberg_catalog(ICEBERG_CATALOG, str(warehouse)).items():
-        spark.conf.set(key, value)
-    return ICEBERG_CATALOG
 
 
 @dataclass(frozen=True)

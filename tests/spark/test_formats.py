@@ -48,3 +48,23 @@ def test_replace_writes_one_commit_and_the_floor(spark: SparkSession, lake: Lake
     rows = lake.rows(lake.named("loaded"))
     assert sorted(tuple(r) for r in rows.collect()) == [(i, 7, False, "x") for i in range(3)]
     assert table.properties()[TRUNCATED_PROPERTY] == "7"
+
+
+def test_pinned_reads_one_version(spark: SparkSession, lake: Lake) -> None:
+    """What verify's lake check judges: the newest version, still the same when read after a
+    later commit, under the apply's column names (Iceberg stores `_deleted` as `__deleted`);
+    the next pin sees the commit."""
+    table = target_table(spark, lake.named("pinned"), lake.format)
+    table.replace(
+        spark.range(3).select(
+            sf.col("id").cast("int").alias("id"),
+            sf.lit(7).cast("bigint").alias("_lsn"),
+            sf.lit(False).alias("_deleted"),
+        )
+    )
+    version, pinned = table.pinned()
+    spark.sql(f"UPDATE {table.sql} SET {table.col('_deleted')} = true WHERE id = 1")
+    newer, now = table.pinned()
+    assert newer != version
+    assert sorted(tuple(r) for r in pinned.collect()) == [(i, 7, False) for i in range(3)]
+    assert sorted(tuple(r) for r in now.collect()) == [(0, 7, False), (1, 7, True), (2, 7, False)]

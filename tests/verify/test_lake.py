@@ -1,10 +1,11 @@
-"""`bridge verify --delta`: a Delta table written by the Spark apply checked against
-PostgreSQL (issue 25), with the real bridge, PostgreSQL, Kafka, registry and Spark.
+"""`bridge verify --lake`: a Delta or Iceberg table written by the Spark apply checked
+against PostgreSQL (issue 25), with the real bridge, PostgreSQL, Kafka, registry and Spark.
 
 The bridge streams a workload (types Spark converts: numeric, timestamptz, arrays, dates;
 an update, a delete, a primary-key change); `bridge.spark.apply` applies the topic to a
-Delta table; verify finds the lake equal. Then the lake is changed behind the apply's back
-(a value updated, a row marked deleted, a row removed, a deleted row revived) and
+Delta table (a path) or an Iceberg table (of a Hadoop catalog); verify finds the lake equal.
+Then the lake is changed behind the apply's back with Spark SQL (a value updated, a row
+marked deleted, a row removed, a deleted row revived) and
 PostgreSQL gets a row the apply has not read yet: verify reports exactly those keys, the
 unapplied and the removed one as behind (still so when its --timeout ends).
 """
@@ -16,15 +17,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as sf
 from running import running
 from schema.live import unique
 
 from bridge.config import Config
 from bridge.lsn import LSN
 from bridge.spark import apply_batch, read_changes
+from bridge.spark.formats import FORMATS, TableFormat, target_table
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, await_delivered, verify
 from verify.live import bridge_config
@@ -44,15 +44,15 @@ WORKLOAD = [
 ]
 
 
-def _apply(spark: SparkSession, cfg: Config, topic: str, path: str) -> None:
-    """Everything in the topic now, applied to the Delta table (the apply is idempotent)."""
+def _apply(spark: SparkSession, cfg: Config, topic: str, target: str) -> None:
+    """Everything in the topic now, applied to the lake table (the apply is idempotent)."""
     changes = read_changes(
         spark,
         [topic],
         kafka_options={"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers},
         registry_url=cfg.registry.url,
     )
-    apply_batch(changes, path, ["id"])
+    apply_batch(changes, target, ["id"])
 
 
 def _delivered(cfg: Config, conn: psycopg.Connection[Any]) -> None:
@@ -74,26 +74,37 @@ def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Config:
     return bridge_config(stack, pg_db, publication)
 
 
-def test_delta_table_checked_against_postgres(
-    setup: Config, pg_conn: psycopg.Connection[Any], spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_lake_table_checked_against_postgres(
+    setup: Config,
+    pg_conn: psycopg.Connection[Any],
+    spark: SparkSession,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    table_format: TableFormat,
 ) -> None:
     cfg = setup
-    path = str(tmp_path / "items")
+    target = (
+        str(tmp_path / "items")
+        if table_format == "delta"
+        else f"{request.getfixturevalue('iceberg')}.{unique('v')}.items"
+    )
     topic = f"{cfg.kafka.topic_prefix}.public.items"
-    lake = {"public.items": path}
+    lake = {"public.items": target}
     with running(cfg) as bridge:
         for statement in WORKLOAD:
             pg_conn.execute(statement)
         _delivered(cfg, pg_conn)
-        _apply(spark, cfg, topic, path)
+        _apply(spark, cfg, topic, target)
         clean = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
         bridge.check()
 
-        table = DeltaTable.forPath(spark, path)
-        table.update(sf.col("id") == 3, {"amount": sf.lit(42).cast("decimal(10,2)")})
-        table.update(sf.col("id") == 4, {"_deleted": sf.lit(True)})  # deleted, position kept
-        table.delete(sf.col("id") == 6)  # gone without a trace: as if never applied
-        table.update(sf.col("id") == 7, {"_deleted": sf.lit(False)})  # a delete undone
+        table = target_table(spark, target)  # its SQL name and the soft-delete column's
+        deleted = table.col("_deleted")
+        spark.sql(f"UPDATE {table.sql} SET amount = 42 WHERE id = 3")
+        spark.sql(f"UPDATE {table.sql} SET {deleted} = true WHERE id = 4")  # position kept
+        spark.sql(f"DELETE FROM {table.sql} WHERE id = 6")  # gone: as if never applied
+        spark.sql(f"UPDATE {table.sql} SET {deleted} = false WHERE id = 7")  # delete undone
         pg_conn.execute("INSERT INTO items (id, amount) VALUES (200, 1)")  # not applied yet
         _delivered(cfg, pg_conn)  # in Kafka: verify's short --timeout is the lake's alone
         found = verify(cfg, ["public.items"], timeout=3, delta=lake, spark=spark)
@@ -103,6 +114,8 @@ def test_delta_table_checked_against_postgres(
     assert clean.ok, as_json(clean)
     assert items.lake is not None
     assert dict(items.lake.counts) == {"equal": 29}  # 30 inserted, one deleted, one moved
+    assert items.lake.format == table_format
+    pinned = items.lake.version
 
     items = _items(found)
     assert items.equal == 30 and items.ok is False  # Kafka holds every row: the lake differs
@@ -121,4 +134,6 @@ def test_delta_table_checked_against_postgres(
         "ghost": ['{"id": 7}'],
         "behind": ['{"id": 6}', '{"id": 200}'],  # in key order
     }
-    assert "public.items: Delta table" in as_table(found)
+    assert items.lake.version != pinned  # the newest version (snapshot) since the changes
+    name = {"delta": "Delta", "iceberg": "Iceberg"}[table_format]
+    assert f"public.items: {name} table {target}" in as_table(found)

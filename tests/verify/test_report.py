@@ -77,6 +77,11 @@ def test_the_lake_verdict_in_text_json_and_metrics(tmp_path: Path) -> None:
     assert 'public.a: Delta different keys: {"id": 4}' in text
     lake = json.loads(as_json(found))["tables"][0]["lake"]
     assert (lake["status"], lake["different"], lake["behind"]) == ("differs", 1, 0)
+    assert (lake["format"], lake["version"]) == ("delta", 3)
+    table.lake.target, table.lake.format, table.lake.version = "lake.db.a", "iceberg", 81
+    text = as_table(found)  # an Iceberg table's version is its snapshot id
+    assert "public.a: Iceberg table lake.db.a (snapshot 81): differs; equal 5" in text
+    assert 'public.a: Iceberg different keys: {"id": 4}' in text
     path = tmp_path / "verify.prom"
     write_metrics(found, path, 1.0)
     values = {
@@ -99,7 +104,7 @@ def test_delta_targets() -> None:
         "s.b": "lake.b",
     }
     for bad in ("public.a", "a=/lake/a", "public.a="):
-        with pytest.raises(ConfigError, match="--delta"):
+        with pytest.raises(ConfigError, match="--lake"):
             parse_targets([bad])
 
 
