@@ -25,7 +25,7 @@ from waiting import wait_for
 
 from bridge.config import Config
 from bridge.errors import SourceError
-from bridge.snapshot.external import open_external_load, read_task
+from bridge.snapshot.external import held_snapshot, open_external_load, read_task, store_of
 from bridge.spark.apply import TARGET_META, apply_batch, apply_changes
 from bridge.spark.initial_load import LOADED_OFFSET, initial_load
 from bridge.spark.reader import read_changes
@@ -141,6 +141,7 @@ def test_load_hands_over_to_the_stream(
     writer = Writer(pg_dsn, "items", rows, rate=100).start()
     try:
         writer.wait_transactions(10)  # changes after the hand-over LSN, before the load
+        wait_for(lambda: _held(cfg), 120, "the bridge to record the snapshot it holds")
         load = open_external_load(cfg)
         assert len(load.tables()) == 2
         assert sum(len(t.tasks) for t in load.tables() if t.topic == items) == TASKS + 1
@@ -217,6 +218,21 @@ def test_load_hands_over_to_the_stream(
     streamed = lake.rows(kinds_path)
     assert streamed.where(sf.col("_lsn") <= int(load.lsn)).count() == 0  # every row came again
     assert _data(lake, kinds_path) == kinds_loaded
+
+
+def _held(cfg: Config) -> bool:
+    """Whether the bridge has recorded its held snapshot (its thread does it after the slot
+    exists)."""
+    store = store_of(cfg)
+    try:
+        held_snapshot(store)
+    except SourceError as exc:
+        if "no snapshot is held" not in str(exc):
+            raise
+        return False
+    finally:
+        store.close()
+    return True
 
 
 def _released(read: Any, cfg: Config, name: str, task: Any) -> bool:
