@@ -152,7 +152,7 @@ class Target:
             found = self._delta().history(1).select("version").first()
             version = 0 if found is None else int(found[0])
         else:
-            self.spark.catalog.refreshTable(self.name)
+            self.refresh()
             snapshot = self.properties().get("current-snapshot-id", "none")
             version = int(snapshot) if snapshot.isdigit() else -1
         if version < 0:
@@ -160,6 +160,12 @@ class Target:
         return version, self._named(
             self.spark.sql(f"SELECT * FROM {self.sql} VERSION AS OF {version}")
         )
+
+    def refresh(self) -> None:
+        """Iceberg: the table as of its newest commit. A session's Iceberg catalog caches each
+        table it loaded at the snapshot it had then; Delta reads its log anew each time."""
+        if self.format == "iceberg":
+            self.spark.sql(f"REFRESH TABLE {self.sql}")
 
     def _named(self, table: DataFrame) -> DataFrame:
         """`table`'s columns under the apply's names (Iceberg: reserved names given back)."""
@@ -268,7 +274,16 @@ def temp_view(frame: DataFrame) -> Iterator[str]:
 
 
 def target_table(spark: SparkSession, name: str, table_format: TableFormat | None = None) -> Target:
-    """The target `name` in `table_format`, or in the format its catalog implies."""
+    """The target `name` in `table_format`, or in the format its catalog implies; an Iceberg
+    table as of its newest commit.
+
+    An Iceberg catalog caches each table it loaded, per session, at the snapshot it had then
+    (until unused for `cache.expiration-interval-ms`), and every streaming query runs in a
+    session of its own: a session that applied, loaded or read a table before another
+    one (a streaming query, another driver) committed to it would read the old
+    snapshot, with its old rows and its old truncate floor, and its MERGE would fail
+    Iceberg's commit validation or take old rows as current. So every apply starts from a
+    refreshed table."""
     chosen: TableFormat
     if table_format is None:
         chosen = "iceberg" if _in_iceberg_catalog(spark, name) else "delta"
@@ -284,7 +299,10 @@ def target_table(spark: SparkSession, name: str, table_format: TableFormat | Non
             hint="name it catalog.namespace.table with spark.sql.catalog.<catalog> an Iceberg "
             "catalog (bridge.spark.jars.iceberg_catalog configures one over a warehouse path)",
         )
-    return Target(spark, name, chosen)
+    target = Target(spark, name, chosen)
+    if chosen == "iceberg" and target.exists():  # a Delta check would cost a Spark job
+        target.refresh()
+    return target
 
 
 def _in_iceberg_catalog(spark: SparkSession, name: str) -> bool:

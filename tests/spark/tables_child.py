@@ -7,7 +7,8 @@ included: a driver dying inside a micro-batch, with one table of the batch commi
 others not.
 
 argv[1]: JSON {"bootstrap", "registry", "pattern", "target", "checkpoint", "marker",
-"warehouse"}.
+"conf"}: "conf" the session settings the test's session has for its tables (the warehouse
+directory, the Iceberg catalog).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def stopping_apply(changes: Any, target: str, *a: Any, **kw: Any) -> None:
 setattr(tables, "apply_tables_batch", counting_batch)  # noqa: B010 (replaced for the test)
 setattr(tables, "apply_batch", stopping_apply)  # noqa: B010
 
-spark = spark_session("kill-test", extra_conf={"spark.sql.warehouse.dir": args["warehouse"]})
+spark = spark_session("kill-test", extra_conf=args["conf"])
 stream = read_changes(
     spark,
     pattern=args["pattern"],

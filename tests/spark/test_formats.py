@@ -1,16 +1,18 @@
-"""bridge.spark.formats: which format a target is, and the initial load's one-commit replace,
-in Delta and in Iceberg."""
+"""bridge.spark.formats: which format a target is, the initial load's one-commit replace,
+in Delta and in Iceberg, and an Iceberg target as of its newest commit."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
+from schema.live import unique
 
 from bridge.errors import ConfigError
-from bridge.spark.apply import TRUNCATED_PROPERTY, _truncate
+from bridge.spark.apply import TRUNCATED_PROPERTY, _truncate, _truncated_lsn
 from bridge.spark.formats import target_table
 
 from .conftest import Lake
@@ -68,3 +70,23 @@ def test_pinned_reads_one_version(spark: SparkSession, lake: Lake) -> None:
     assert newer != version
     assert sorted(tuple(r) for r in pinned.collect()) == [(i, 7, False) for i in range(3)]
     assert sorted(tuple(r) for r in now.collect()) == [(0, 7, False), (1, 7, True), (2, 7, False)]
+
+
+def test_an_iceberg_target_is_read_at_its_newest_commit(spark: SparkSession, iceberg: str) -> None:
+    """Every streaming query applies in a session of its own, and a session's Iceberg catalog
+    keeps the snapshot of a table it loaded first: a session that read the table before
+    another session's TRUNCATE must start its next apply from that TRUNCATE (its rows gone,
+    its floor set), not from the snapshot it read."""
+    lake = Lake(spark, "iceberg", Path(), f"{iceberg}.{unique('fresh')}")
+    name = lake.named("items")
+    rows = spark.range(5).select(
+        sf.col("id").cast("int").alias("id"), sf.lit(7).cast("bigint").alias("_lsn")
+    )
+    target_table(spark, name).replace(rows)
+    assert spark.table(name).count() == 5  # this session's catalog holds that snapshot now
+    other = spark.newSession()
+    for key, value in lake.conf().items():
+        other.conf.set(key, value)
+    _truncate(target_table(other, name), 9)
+    assert _truncated_lsn(target_table(spark, name)) == 9
+    assert spark.table(name).count() == 0

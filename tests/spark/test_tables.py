@@ -5,10 +5,11 @@ The real bridge captures two PostgreSQL tables (an int key, a composite key)
 through inserts, updates, deletes, a primary-key change and transactions across tables. A driver
 in its own process runs `apply_tables` and is killed (its whole process group, JVM included)
 after its micro-batch applied one of the two tables; the query restarted from the checkpoint
-in this process re-runs that batch and finishes, and every Delta table equals its PostgreSQL
-table. The same workload streamed into Iceberg tables of a catalog ends equal too, and the
-whole backlog applied again as one micro-batch (what the re-run after a killed driver
-does) changes nothing.
+in this process re-runs that batch and finishes, every table equals its PostgreSQL table,
+and the table the killed batch had reached is as the kill left it (Delta's history,
+Iceberg's snapshots). Both formats, Delta tables by path and Iceberg tables of a catalog.
+The same workload streamed into Iceberg tables ends equal too, and the whole backlog
+applied again as one micro-batch changes nothing in either table.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from running import running
 from schema.live import bridge_config, unique, wait_delivered
 from waiting import wait_for
 
+from bridge.spark.formats import target_table
 from bridge.spark.reader import ChangeStream, read_changes
 from bridge.spark.tables import TableOptions, apply_tables, apply_tables_batch
+
+from .conftest import Lake
 
 DDL = [
     "CREATE TABLE orders (id int PRIMARY KEY, customer text, amount numeric(10,2))",
@@ -77,11 +80,12 @@ def captured(stack: Any) -> Iterator[tuple[str, dict[str, set[tuple[Any, ...]]]]
         stack.drop_database(dbname)
 
 
-def _lake(spark: SparkSession, root: Path, table: str) -> set[tuple[Any, ...]]:
-    path = str(root / "public" / table)
-    if not DeltaTable.isDeltaTable(spark, path):
+def _live(lake: Lake, target: str) -> set[tuple[Any, ...]]:
+    """The table's rows that are not deleted, without the apply's columns; none while the
+    table does not exist."""
+    if not target_table(lake.spark, target, lake.format).exists():
         return set()
-    df = spark.read.format("delta").load(path)
+    df = lake.rows(target)
     columns = [c for c in df.columns if not c.startswith("_")]
     return {tuple(r) for r in df.where("NOT _deleted").select(*columns).collect()}
 
@@ -93,13 +97,15 @@ def test_driver_killed_mid_batch_loses_and_duplicates_nothing(
     spark: SparkSession,
     stack: Any,
     captured: tuple[str, dict[str, set[tuple[Any, ...]]]],
+    lake: Lake,
     tmp_path: Path,
 ) -> None:
     prefix, expected = captured
     assert (1000, "c7", Decimal("10.50")) in expected["orders"]
-    root, checkpoint, marker = tmp_path / "lake", str(tmp_path / "chk"), tmp_path / "marker"
+    checkpoint, marker = str(tmp_path / "chk"), tmp_path / "marker"
     pattern = re.escape(prefix) + r"\.public\..*"
-    target = f"{root}/{{schema}}/{{table}}"
+    target = lake.target(unique("kill") + "_{table}")  # Iceberg's catalog: the format follows
+    lines, orders = (target.format(table=t) for t in TABLES)
     args = {
         "bootstrap": stack.kafka_bootstrap,
         "registry": stack.registry_url,
@@ -107,7 +113,7 @@ def test_driver_killed_mid_batch_loses_and_duplicates_nothing(
         "target": target,
         "checkpoint": checkpoint,
         "marker": str(marker),
-        "warehouse": str(tmp_path / "warehouse"),
+        "conf": {"spark.sql.warehouse.dir": str(tmp_path / "warehouse"), **lake.conf()},
     }
     child = Path(__file__).with_name("tables_child.py")
     with (tmp_path / "driver.log").open("w") as log:
@@ -133,8 +139,10 @@ def test_driver_killed_mid_batch_loses_and_duplicates_nothing(
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
     killed = json.loads(marker.read_text())
-    assert [Path(p).name for p in killed["applied"]] == ["lines"]  # topics in name order
-    assert not DeltaTable.isDeltaTable(spark, str(root / "public" / "orders"))
+    assert killed["applied"] == [lines]  # topics in name order
+    assert _live(lake, lines) == expected["lines"]
+    assert not target_table(spark, orders, lake.format).exists()
+    before = lake.commits(lines)
 
     stream = read_changes(
         spark,
@@ -149,17 +157,8 @@ def test_driver_killed_mid_batch_loses_and_duplicates_nothing(
     assert query.exception() is None
     assert query.recentProgress[0]["batchId"] == killed["batch"]
     for table in TABLES:
-        assert _lake(spark, root, table) == expected[table], table
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/public/lines`").collect()
-    merges = [h for h in history if h["operation"] == "MERGE"]
-    rerun = merges[0]["operationMetrics"]  # the newest: the killed batch applied again
-    assert rerun["numTargetRowsInserted"] == rerun["numTargetRowsUpdated"] == "0"
-
-
-def _iceberg(spark: SparkSession, table: str) -> set[tuple[Any, ...]]:
-    df = spark.table(table)
-    columns = [c for c in df.columns if not c.startswith("_")]
-    return {tuple(r) for r in df.where("NOT __deleted").select(*columns).collect()}
+        assert _live(lake, target.format(table=table)) == expected[table], table
+    lake.unchanged_since(lines, before)  # the killed batch, applied to its table again
 
 
 def test_tables_stream_into_iceberg_and_a_rerun_changes_nothing(
@@ -171,6 +170,7 @@ def test_tables_stream_into_iceberg_and_a_rerun_changes_nothing(
 ) -> None:
     prefix, expected = captured
     namespace = f"{iceberg}.{unique('mt')}"
+    lake = Lake(spark, "iceberg", tmp_path, namespace)
     pattern = re.escape(prefix) + r"\.public\..*"
     kafka = {"kafka.bootstrap.servers": stack.kafka_bootstrap}
     stream = read_changes(
@@ -183,7 +183,7 @@ def test_tables_stream_into_iceberg_and_a_rerun_changes_nothing(
     assert query.awaitTermination(300)
     assert query.exception() is None
     for table in TABLES:
-        assert _iceberg(spark, f"{namespace}.{table}") == expected[table], table
+        assert _live(lake, f"{namespace}.{table}") == expected[table], table
     stored = {t: set(spark.table(f"{namespace}.{t}").collect()) for t in TABLES}
 
     raw = (
