@@ -25,6 +25,7 @@ from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
 from bridge.snapshot.external import held_snapshot, store_of
 from bridge.snapshot.store import DONE, INITIAL
+from bridge.verify.compare import REPAIR_KEY_LIMIT
 from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
@@ -184,7 +185,8 @@ def verify(
         typer.Option(
             "--spark",
             help="Compare in Spark jobs (PostgreSQL read in key ranges by its tasks), for "
-            "tables beyond one machine (needs the spark extra; not with --repair or --delta).",
+            "tables beyond one machine (needs the spark extra; with --repair the differing "
+            f"keys, at most {REPAIR_KEY_LIMIT:,} per table, come back to this process).",
         ),
     ] = False,
     spark_master: Annotated[
@@ -214,11 +216,6 @@ def verify(
     show = as_json if output == "json" else as_table
     started = time.monotonic()
     try:
-        if spark and repair:
-            raise ConfigError(
-                "--repair needs the keys to fix, which --spark leaves in Spark",
-                hint="run verify --repair without --spark",
-            )
         check_all = functools.partial(
             run_verify,
             cfg,
@@ -230,7 +227,7 @@ def verify(
             spark_master=spark_master,
             spark_conf=parse_settings(spark_conf or []),
         )
-        result = check_all()
+        result = check_all(keys_for_repair=repair)
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)

@@ -43,6 +43,7 @@ from bridge.verify.state import Decoder, TopicState, differing_columns, row_dige
 from bridge.verify.store import ROW_DIGEST, Kept, KeyStore
 
 SAMPLES = 5  # keys shown per kind of mismatch
+REPAIR_KEY_LIMIT: Final = 100_000  # keys of one table verify --spark --repair collects
 _FETCH = 2000
 
 

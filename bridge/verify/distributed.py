@@ -29,32 +29,47 @@ snapshot's transaction open meanwhile), with the work spread over Spark's execut
   the columns whose hashes differ), as `compare` reports them. Only keys and hashes are
   shuffled, whatever the row width. Equal hashes of different values (2^-64) would count
   as equal.
+- For `--repair` (`keys_for_repair`), the driver gets the keys to fix in the form
+  `bridge.verify.repair` takes from the single-machine comparison, so one repair serves
+  both: each PostgreSQL task also returns its rows' key text (`read_keyed_task`, the chunk
+  read as an incremental snapshot reads one), carried through the decoding beside the
+  row's hashes, and the missing and different keys' texts are collected; each ghost's
+  newest record (partition, offset) is found in the topic, and the driver fetches those
+  records' key bytes from Kafka (the delete must carry the very bytes compaction keys
+  on). Mismatches are few by construction; beyond `REPAIR_KEY_LIMIT` keys of one table
+  the driver collects nothing and says so.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import uuid
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import DataType
 
 from bridge.config import Config, KafkaConfig
+from bridge.errors import VerifyError
 from bridge.snapshot import chunks
-from bridge.snapshot.external import LoadTable, LoadTask, read_task
+from bridge.snapshot.external import LoadTable, LoadTask, read_keyed_task, read_task
 from bridge.snapshot.reader import TableJob
 from bridge.spark.apply import TARGET_META, fold
 from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import TableResult
+from bridge.verify.compare import REPAIR_KEY_LIMIT, TableResult
 from bridge.verify.lake import _auth, tally
 from bridge.verify.run import topic_offsets
+from bridge.verify.store import Kept
 
 KINDS: Final = ("equal", "missing", "ghost", "different")
+_PG_KEY: Final = "__pgkey"  # PostgreSQL's key text (JSON array), carried for --repair
 _JAAS: Final = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -97,32 +112,38 @@ def compare_in_spark(
     point: int,
     job: TableJob,
     result: TableResult,
+    keys_for_repair: bool = False,
 ) -> None:
     """Fill `result` for `job`'s table (a keyed one) from a Spark job (module docstring):
     PostgreSQL read in key ranges inside `snapshot_name`, the topic folded up to `point`.
     `catalog_conn` plans the ranges (any boundaries cover the table: the first range is
-    open below, the last above)."""
+    open below, the last above). `keys_for_repair`: also `result.reread_keys` and
+    `result.ghost_keys` (`result.decoder` set)."""
     key_schema = job.encoder.table.key_schema
     assert key_schema is not None  # `run` skips keyless tables
     keys = [str(f["name"]) for f in key_schema["fields"]]
     plan = chunks.plan(catalog_conn, job.table, cfg.snapshot.chunk_size, None, 0)
     load = LoadTable(job.topic, job.encoder.value_id, tuple(LoadTask(job.table, c) for c in plan))
     schemas = SchemaSource(cfg.registry.url, _auth(cfg))
+    carry = (_PG_KEY,) if keys_for_repair else ()
+    task = read_keyed_task if keys_for_repair else read_task
     try:  # from_avro gets the schemas as text: none is fetched once the plan is made
         rows = loaded_rows(
             spark,
-            ChangeDecoder(schemas),
+            ChangeDecoder(schemas, carry=carry),
             load,
-            functools.partial(read_task, cfg, snapshot_name, point),
+            functools.partial(task, cfg, snapshot_name, point),
         )
     finally:
         schemas.close()
-    data = [c for c in rows.columns if c not in TARGET_META and c not in keys]
+    data = [c for c in rows.columns if c not in TARGET_META and c not in keys and c not in carry]
     cached: list[DataFrame] = []
     try:
-        state = _topic_state(spark, cfg, job.topic, point, rows, keys, result, cached)
+        state, changes = _topic_state(
+            spark, cfg, job.topic, point, rows, data, keys, result, cached
+        )
         buckets = max(1, len(load.tasks))
-        pg = _hashed(rows, keys, data, buckets).persist()
+        pg = _hashed(rows, keys, data, buckets, carry).persist()
         kafka = _hashed(state, keys, data, buckets).persist()
         sums = _bucket_sums(pg, kafka).persist()
         cached += [pg, kafka, sums]
@@ -137,6 +158,8 @@ def compare_in_spark(
         ).persist()
         cached.append(judged)
         counts, columns, samples = tally(judged, KINDS, KINDS[1:], keys, data)
+        if keys_for_repair:
+            _keys_to_fix(cfg, judged, changes, keys, counts, result)
     finally:
         for df in cached:
             df.unpersist()
@@ -155,16 +178,22 @@ def _topic_state(
     topic: str,
     point: int,
     rows: DataFrame,
+    data: list[str],
     keys: list[str],
     result: TableResult,
     cached: list[DataFrame],
-) -> DataFrame:
-    """The keys alive in `topic` at `point` with their values, shaped like `rows`
-    (PostgreSQL's); counts the records read and left out into `result` and adds what it
-    caches to `cached`. `topic_offsets` first: a topic never produced to does not exist,
-    and Spark's Kafka source fails on it."""
-    if not topic_offsets(cfg, topic):
-        return rows.where(sf.lit(False))
+) -> tuple[DataFrame, DataFrame | None]:
+    """The keys alive in `topic` at `point` with their `data` columns, shaped like `rows`
+    (PostgreSQL's), and the topic's records (None when it has none); counts the records
+    read and left out into `result`, and adds what it caches to `cached`. The end offsets
+    are probed first, into `result.ends` (where `--repair` reads on from): a topic never
+    produced to does not exist, and Spark's Kafka source fails on it. The reader pins its
+    own ends a moment later, at or past these."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    nothing = rows.select(*keys, *data).where(sf.lit(False))
+    result.ends = {p: high for p, (_, high) in topic_offsets(cfg, topic).items()}
+    if not result.ends:
+        return nothing, None
     changes = read_changes(
         spark,
         [topic],
@@ -180,18 +209,18 @@ def _topic_state(
     assert counted is not None  # a global aggregate has one row
     result.records, result.after_point = int(counted[0]), int(counted[1])
     if not all(k in changes.columns for k in keys):  # tombstones only: no key is alive
-        return rows.where(sf.lit(False))
-    latest, _, folded = fold(changes.where(~later), keys)
+        return nothing, changes
+    before = changes.where(~later)
+    latest, _, folded = fold(before, keys)
     cached += folded
-    types = {f.name: f.dataType for f in rows.schema.fields}
-    return latest.where(~sf.col("_deleted")).select(
+    state = latest.where(~sf.col("_deleted")).select(
         *keys,
         *(
             (sf.col(c)["v"] if c in latest.columns else sf.lit(None).cast(types[c])).alias(c)
-            for c in rows.columns
-            if c not in TARGET_META and c not in keys
+            for c in data
         ),
     )
+    return state, before
 
 
 def _hash(value: Column, kind: DataType) -> Column:
@@ -201,14 +230,17 @@ def _hash(value: Column, kind: DataType) -> Column:
     return sf.xxhash64(value)
 
 
-def _hashed(rows: DataFrame, keys: list[str], data: list[str], buckets: int) -> DataFrame:
+def _hashed(
+    rows: DataFrame, keys: list[str], data: list[str], buckets: int, carry: Sequence[str] = ()
+) -> DataFrame:
     """The key columns, `__h` (the data columns' hashes), `__r` (the row's hash, key
-    included) and `__b` (the key's bucket)."""
+    included), `__b` (the key's bucket) and the `carry` columns."""
     types = {f.name: f.dataType for f in rows.schema.fields}
     hashes = sf.array(*(_hash(sf.col(c), types[c]) for c in data)) if data else sf.array()
-    hashed = rows.select(*keys, hashes.cast("array<bigint>").alias("__h"))
+    hashed = rows.select(*keys, hashes.cast("array<bigint>").alias("__h"), *carry)
     return hashed.select(
         *keys,
+        *carry,
         "__h",
         sf.xxhash64(*keys, "__h").alias("__r"),
         sf.pmod(sf.xxhash64(*keys), sf.lit(buckets)).alias("__b"),
@@ -230,8 +262,10 @@ def _bucket_sums(pg: DataFrame, kafka: DataFrame) -> DataFrame:
 
 
 def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
-    """Each key of either side with its kind (`KINDS`) and the columns whose hashes differ."""
-    both = pg.select(*keys, sf.col("__h").alias("__p")).join(
+    """Each key of either side with its kind (`KINDS`) and the columns whose hashes differ
+    (and PostgreSQL's key text when `pg` carries it)."""
+    carry = [c for c in pg.columns if c == _PG_KEY]
+    both = pg.select(*keys, sf.col("__h").alias("__p"), *carry).join(
         kafka.select(*keys, sf.col("__h").alias("__t")), keys, "full_outer"
     )
     p, t = sf.col("__p"), sf.col("__t")
@@ -247,4 +281,73 @@ def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) ->
         .when(sf.size(columns) == 0, "equal")
         .otherwise("different")
     )
-    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
+    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"), *carry)
+
+
+def _keys_to_fix(
+    cfg: Config,
+    judged: DataFrame,
+    changes: DataFrame | None,
+    keys: list[str],
+    counts: dict[str, int],
+    result: TableResult,
+) -> None:
+    """`result.reread_keys` (PostgreSQL's key text of the missing and different keys) and
+    `result.ghost_keys` (each ghost's framed key and partition from its newest record
+    before the point, fetched from Kafka), as the single-machine comparison fills them."""
+    assert result.decoder is not None
+    found = sum(counts.get(k, 0) for k in KINDS[1:])
+    if found > REPAIR_KEY_LIMIT:
+        raise VerifyError(
+            f"{result.table}: {found} keys differ, more than the {REPAIR_KEY_LIMIT} that "
+            "verify --spark --repair brings to the driver",
+            hint="re-snapshot the table instead (an execute-snapshot signal without a "
+            "condition), then verify again",
+        )
+    kind = sf.col("__kind")
+    texts = judged.where(kind.isin("missing", "different")).orderBy(*keys).select(_PG_KEY)
+    result.reread_keys = [tuple(json.loads(r[0])) for r in texts.collect()]
+    if not counts.get("ghost"):
+        return
+    assert changes is not None  # a ghost is a key alive in the topic
+    ghosts = judged.where(kind == "ghost").select(*keys)
+    newest = sf.max_by(
+        sf.struct("_partition", "_offset"), sf.struct(sf.coalesce("_lsn", sf.lit(0)), "_offset")
+    )
+    where = changes.join(ghosts, keys, "left_semi").groupBy(*keys).agg(newest.alias("__at"))
+    at = where.select("__at").collect()
+    positions = sorted((r[0]["_partition"], r[0]["_offset"]) for r in at)
+    decoder = result.decoder
+    for partition, raw_key in _record_keys(cfg, result.topic, positions):
+        name = decoder.key(raw_key, f"topic {result.topic} partition {partition}")
+        result.ghost_keys[name] = Kept(0, False, b"", partition, raw_key)
+
+
+def _record_keys(
+    cfg: Config, topic: str, positions: list[tuple[int, int]]
+) -> Iterator[tuple[int, bytes]]:
+    """(partition, key bytes) of the records at `positions` (partition, offset), read with
+    one consumer assigned to each in turn."""
+    consumer = Consumer(
+        {
+            **cfg.kafka.client_config(),
+            "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        for partition, offset in positions:
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            msg = consumer.poll(30)
+            if msg is None or msg.error() is not None or msg.offset() != offset:
+                raise VerifyError(
+                    f"cannot read {topic} partition {partition} offset {offset} "
+                    f"({'nothing' if msg is None else msg.error() or msg.offset()})",
+                    hint="check Kafka, then verify again",
+                )
+            key = msg.key()
+            assert key is not None  # a record of a live key has one
+            yield partition, key
+    finally:
+        consumer.close()

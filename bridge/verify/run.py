@@ -40,7 +40,6 @@ from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.initial import table_topic_filter
 from bridge.snapshot.modes import TemporaryExport
 from bridge.snapshot.reader import (
-    TableJob,
     build_jobs,
     connect,
     export_again,
@@ -216,6 +215,7 @@ def verify(
     distributed: bool = False,
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    keys_for_repair: bool = False,
 ) -> Verification:
     """Compare every captured table (or `tables`) with its topic at one point, and the
     tables named in `delta` (table -> Delta path or name) with that Delta table too, read
@@ -223,7 +223,9 @@ def verify(
     `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). A table's topic
     state beyond `memory_limit` bytes goes to disk (`bridge.verify.store`). `distributed`:
     each table is compared by a Spark job instead (`bridge.verify.distributed`), read there
-    inside the point's snapshot, which this process holds open meanwhile."""
+    inside the point's snapshot, which this process holds open meanwhile; it brings the keys
+    to fix to this process only when asked (`keys_for_repair`: a verification `--repair`
+    acts on), the single-machine comparison always."""
     with ExitStack() as opened:
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
@@ -258,11 +260,14 @@ def verify(
             if table.method != METHOD_KEY or key_schema is None:
                 result.skipped = "no primary key or replica identity index: rows have no key"
                 continue
+            decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
+            result.decoder, result.job, result.snapshot_table = decoder, job, table
             if distributed:
                 spark = spark or opened.enter_context(_session(spark_master, spark_conf))
-                _in_spark(spark, cfg, catalog_conn, reader, point, job, result, progress)
+                _in_spark(
+                    spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair
+                )
                 continue
-            decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             target = (delta or {}).get(table.label)
             with closing(
                 TopicState(
@@ -270,9 +275,6 @@ def verify(
                 )
             ) as state:
                 result.ends = read_topic(cfg, job.topic, state, timeout)
-                result.decoder = decoder
-                result.job = job
-                result.snapshot_table = table
                 if target is None:
                     compare_table(reader, table, job, state, result)
                 else:
@@ -352,16 +354,19 @@ def _in_spark(
     catalog_conn: psycopg.Connection[Any],
     reader: psycopg.Connection[Any],
     point: int,
-    job: TableJob,
     result: TableResult,
     progress: Callable[[str], None],
+    keys_for_repair: bool,
 ) -> None:
     """`bridge.verify.distributed.compare_in_spark`, its tasks reading inside `reader`'s
     snapshot (exported again for them: valid while `reader`'s transaction is open)."""
     from bridge.verify.distributed import compare_in_spark  # noqa: PLC0415 (pyspark: slow)
 
+    job = result.job
+    assert job is not None
     progress(f"{job.table.label}: comparing in Spark")
-    compare_in_spark(spark, cfg, catalog_conn, export_again(reader), point, job, result)
+    snapshot = export_again(reader)
+    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, keys_for_repair)
     progress(f"{job.table.label}: {result.status}")
 
 
