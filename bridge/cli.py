@@ -231,9 +231,15 @@ def verify(
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)
+            lake = (
+                f"; {done.lake_left} lake key(s) the topic cannot fix (never in it, or "
+                "changed after the point: delete them from the lake, or verify again)"
+                if done.lake_left
+                else ""
+            )
             typer.echo(
                 f"repaired: {done.reread} row(s) re-emitted, {done.deleted} ghost key(s) deleted, "
-                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
+                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify{lake}",
                 err=output == "json",
             )
             result = check_all()

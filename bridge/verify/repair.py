@@ -61,6 +61,7 @@ class Repaired:
     reread: int = 0  # keys re-emitted by incremental snapshots
     deleted: int = 0  # ghost keys given a delete and a tombstone
     skipped: int = 0  # ghost keys changed since verification: left to the next verify
+    lake_left: int = 0  # lake keys it cannot fix (`bridge.verify.lake.LakeFix.left`)
 
 
 def repair(
@@ -73,6 +74,7 @@ def repair(
     """Fix what `found` reports; returns once the bridge delivered every re-read row."""
     out = Repaired()
     todo = [t for t in found.tables if t.skipped is None and not t.ok]
+    out.lake_left = sum(t.lake_left for t in todo)
     if any(t.reread_keys for t in todo) and cfg.snapshot.signal_table is None:
         raise ConfigError(
             "--repair re-reads rows through incremental snapshots, and "

@@ -25,6 +25,7 @@ from schema.live import unique
 from bridge.config import Config
 from bridge.lsn import LSN
 from bridge.spark import apply_batch, read_changes
+from bridge.verify.repair import repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, await_delivered, verify
 from verify.live import bridge_config
@@ -122,3 +123,42 @@ def test_delta_table_checked_against_postgres(
         "behind": ['{"id": 6}', '{"id": 200}'],  # in key order
     }
     assert "public.items: Delta table" in as_table(found)
+
+
+def test_repair_reemits_what_differs_only_in_the_lake(
+    setup: Config, pg_conn: psycopg.Connection[Any], spark: SparkSession, tmp_path: Path
+) -> None:
+    """Rows changed in the lake behind the apply's back while Kafka holds them right: verify
+    --delta finds them, --repair re-emits them through the topic (a changed and a deleted
+    row re-read, a revived row deleted again), and once the apply has run the lake equals
+    PostgreSQL."""
+    cfg = setup
+    path = str(tmp_path / "items")
+    topic = f"{cfg.kafka.topic_prefix}.public.items"
+    lake = {"public.items": path}
+    with running(cfg) as bridge:
+        for statement in WORKLOAD:
+            pg_conn.execute(statement)
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)
+        table = DeltaTable.forPath(spark, path)
+        table.update(sf.col("id") == 3, {"amount": sf.lit(42).cast("decimal(10,2)")})
+        table.update(sf.col("id") == 4, {"_deleted": sf.lit(True)})
+        table.update(sf.col("id") == 7, {"_deleted": sf.lit(False)})  # deleted in PostgreSQL
+        found = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        done = repair(cfg, found, timeout=120)
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)  # the apply's next run
+        again = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        bridge.check()
+
+    items = _items(found)
+    assert (items.equal, items.missing, items.ghosts, items.different) == (29, 0, 0, 0)
+    assert items.lake is not None and not items.ok
+    assert dict(items.lake.counts) == {"equal": 27, "different": 1, "missing": 1, "ghost": 1}
+    assert sorted(items.reread_keys) == [("3",), ("4",)]
+    assert [items.decoder.show_key(k) for k in items.ghost_keys] == ['{"id": 7}']
+    assert (done.reread, done.deleted, done.skipped, done.lake_left) == (2, 1, 0, 0)
+    assert again.ok, as_json(again)
+    assert _items(again).lake is not None
+    assert dict(_items(again).lake.counts) == {"equal": 29}
