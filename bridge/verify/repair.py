@@ -20,6 +20,11 @@ and waits for Kafka's confirmation, and only then releases the lock. Every later
 of a key is committed after the lock, so it follows the delete in the partition. The
 role needs UPDATE, DELETE or TRUNCATE on the table for that lock mode, and INSERT on the
 signal table.
+
+The lake is repaired the same way, through the topic (never written here): `--delta`
+adds the keys that differ in the lake to those two lists (`bridge.verify.lake.LakeFix`),
+and the apply's next run brings the lake to PostgreSQL. `--spark` fills them from its
+Spark job (`bridge.verify.distributed`): one repair for every comparison.
 """
 
 from __future__ import annotations
