@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
@@ -63,8 +64,8 @@ from bridge.spark.apply import TARGET_META, fold
 from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import REPAIR_KEY_LIMIT, TableResult
-from bridge.verify.lake import _auth, tally
+from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, TableResult
+from bridge.verify.lake import _auth, _latest, _summarise, lake_kind, tally
 from bridge.verify.run import topic_offsets
 from bridge.verify.store import Kept
 
@@ -113,12 +114,14 @@ def compare_in_spark(
     job: TableJob,
     result: TableResult,
     keys_for_repair: bool = False,
+    lake: tuple[str, float] | None = None,
 ) -> None:
     """Fill `result` for `job`'s table (a keyed one) from a Spark job (module docstring):
     PostgreSQL read in key ranges inside `snapshot_name`, the topic folded up to `point`.
     `catalog_conn` plans the ranges (any boundaries cover the table: the first range is
     open below, the last above). `keys_for_repair`: also `result.reread_keys` and
-    `result.ghost_keys` (`result.decoder` set)."""
+    `result.ghost_keys` (`result.decoder` set). `lake`: (the Delta table, --timeout) also
+    compared, into `result.lake` (`_lake`)."""
     key_schema = job.encoder.table.key_schema
     assert key_schema is not None  # `run` skips keyless tables
     keys = [str(f["name"]) for f in key_schema["fields"]]
@@ -139,9 +142,8 @@ def compare_in_spark(
     data = [c for c in rows.columns if c not in TARGET_META and c not in keys and c not in carry]
     cached: list[DataFrame] = []
     try:
-        state, changes = _topic_state(
-            spark, cfg, job.topic, point, rows, data, keys, result, cached
-        )
+        topic = _topic_state(spark, cfg, job.topic, point, rows, data, keys, result, cached)
+        state, changes = topic.state, topic.changes
         buckets = max(1, len(load.tasks))
         pg = _hashed(rows, keys, data, buckets, carry).persist()
         kafka = _hashed(state, keys, data, buckets).persist()
@@ -160,6 +162,10 @@ def compare_in_spark(
         counts, columns, samples = tally(judged, KINDS, KINDS[1:], keys, data)
         if keys_for_repair:
             _keys_to_fix(cfg, judged, changes, keys, counts, result)
+        if lake is not None:
+            differ = sums.where(~sf.col("__same")).select("__b")
+            types = {f.name: f.dataType for f in rows.schema.fields}
+            result.lake = _lake(spark, lake, pg, differ, topic, keys, data, types, point, buckets)
     finally:
         for df in cached:
             df.unpersist()
@@ -172,6 +178,18 @@ def compare_in_spark(
     result.samples = samples
 
 
+class _Topic(NamedTuple):
+    """The topic at the point: `state` (keys alive, shaped like PostgreSQL's rows), the
+    records before the point (None without any), and for the lake: each key's newest
+    change before the point (`__t_lsn`, `__t_deleted`) or change at or after it
+    (`__later`), and the newest TRUNCATE's LSN."""
+
+    state: DataFrame
+    changes: DataFrame | None
+    positions: DataFrame | None
+    truncated: int
+
+
 def _topic_state(
     spark: SparkSession,
     cfg: Config,
@@ -182,18 +200,17 @@ def _topic_state(
     keys: list[str],
     result: TableResult,
     cached: list[DataFrame],
-) -> tuple[DataFrame, DataFrame | None]:
-    """The keys alive in `topic` at `point` with their `data` columns, shaped like `rows`
-    (PostgreSQL's), and the topic's records (None when it has none); counts the records
-    read and left out into `result`, and adds what it caches to `cached`. The end offsets
-    are probed first, into `result.ends` (where `--repair` reads on from): a topic never
-    produced to does not exist, and Spark's Kafka source fails on it. The reader pins its
-    own ends a moment later, at or past these."""
+) -> _Topic:
+    """The topic folded at `point` (`_Topic`); counts the records read and left out into
+    `result`, and adds what it caches to `cached`. The end offsets are probed first, into
+    `result.ends` (where `--repair` reads on from): a topic never produced to does not
+    exist, and Spark's Kafka source fails on it. The reader pins its own ends a moment
+    later, at or past these."""
     types = {f.name: f.dataType for f in rows.schema.fields}
     nothing = rows.select(*keys, *data).where(sf.lit(False))
     result.ends = {p: high for p, (_, high) in topic_offsets(cfg, topic).items()}
     if not result.ends:
-        return nothing, None
+        return _Topic(nothing, None, None, 0)
     changes = read_changes(
         spark,
         [topic],
@@ -209,9 +226,9 @@ def _topic_state(
     assert counted is not None  # a global aggregate has one row
     result.records, result.after_point = int(counted[0]), int(counted[1])
     if not all(k in changes.columns for k in keys):  # tombstones only: no key is alive
-        return nothing, changes
+        return _Topic(nothing, changes, None, 0)
     before = changes.where(~later)
-    latest, _, folded = fold(before, keys)
+    latest, truncated, folded = fold(before, keys)
     cached += folded
     state = latest.where(~sf.col("_deleted")).select(
         *keys,
@@ -220,7 +237,125 @@ def _topic_state(
             for c in data
         ),
     )
-    return state, before
+    newest = latest.select(
+        *keys, sf.col("_lsn").alias("__t_lsn"), sf.col("_deleted").alias("__t_deleted")
+    )
+    changed = changes.where(later & (op != "t")).select(*keys).distinct()
+    positions = newest.join(changed.withColumn("__later", sf.lit(True)), keys, "full_outer")
+    return _Topic(state, before, positions, truncated or 0)
+
+
+def _lake(
+    spark: SparkSession,
+    lake: tuple[str, float],
+    pg: DataFrame,
+    kafka_differs: DataFrame,
+    topic: _Topic,
+    keys: list[str],
+    data: list[str],
+    types: dict[str, DataType],
+    point: int,
+    buckets: int,
+) -> LakeResult:
+    """The Delta table's verdict (`bridge.verify.lake`'s kinds and rules), by the bucketed
+    comparison: the lake's live rows hashed and bucketed like PostgreSQL's (`pg`); a bucket
+    equal on both sides, and equal between PostgreSQL and Kafka, is settled; the keys of
+    the others meet in a full outer join of PostgreSQL, the lake (soft-deleted rows too)
+    and the topic's positions, judged by `lake_kind`. Re-read while keys are behind, up to
+    the timeout, as `bridge.verify.lake` does."""
+    target, timeout = lake
+    deadline = time.monotonic() + timeout
+    while True:
+        version, table = _latest(spark, target)
+        missing_meta = [m for m in ("_lsn", "_deleted") if m not in table.columns]
+        if missing_meta:
+            raise VerifyError(
+                f"the Delta table lacks {', '.join(missing_meta)}",
+                hint="verify reads tables written by bridge.spark.apply",
+            )
+        theirs = table.select(
+            *(sf.col(k).cast(types[k]).alias(k) for k in keys),
+            *(
+                (sf.col(c) if c in table.columns else sf.lit(None)).cast(types[c]).alias(c)
+                for c in data
+            ),
+            sf.col("_lsn").alias("__d_lsn"),
+            sf.coalesce(sf.col("_deleted"), sf.lit(False)).alias("__d_deleted"),
+        )
+        hashed = _hashed(theirs, keys, data, buckets, ("__d_lsn", "__d_deleted")).persist()
+        try:
+            sums = _bucket_sums(pg, hashed.where(~sf.col("__d_deleted"))).persist()
+            try:
+                differ = sums.where(~sf.col("__same")).select("__b").union(kafka_differs)
+                unsettled = sf.broadcast(differ.distinct())
+                settled = (
+                    sums.join(unsettled, "__b", "left_anti")
+                    .agg(sf.sum(sf.when(sf.col("__same"), sf.col("__n"))))
+                    .first()
+                )
+                judged = _judge_lake(
+                    pg.join(unsettled, "__b", "left_semi"),
+                    hashed.join(unsettled, "__b", "left_semi"),
+                    topic,
+                    unsettled,
+                    keys,
+                    data,
+                    point,
+                    buckets,
+                ).persist()
+                try:
+                    result = _summarise(judged, target, version, keys, data)
+                finally:
+                    judged.unpersist()
+            finally:
+                sums.unpersist()
+        finally:
+            hashed.unpersist()
+        result.counts["equal"] += 0 if settled is None or settled[0] is None else int(settled[0])
+        if not result.counts["behind"] or time.monotonic() > deadline:
+            return result
+        time.sleep(1.0)
+
+
+def _judge_lake(
+    pg: DataFrame,
+    lake: DataFrame,
+    topic: _Topic,
+    unsettled: DataFrame,
+    keys: list[str],
+    data: list[str],
+    point: int,
+    buckets: int,
+) -> DataFrame:
+    """Each key of the `unsettled` buckets with its lake kind and the columns whose hashes
+    differ."""
+    both = pg.select(*keys, sf.col("__h").alias("__p"), sf.lit(True).alias("__pg")).join(
+        lake.select(
+            *keys, sf.col("__h").alias("__dh"), "__d_lsn", "__d_deleted", sf.lit(True).alias("__d")
+        ),
+        keys,
+        "full_outer",
+    )
+    if topic.positions is not None:
+        bucket = sf.pmod(sf.xxhash64(*keys), sf.lit(buckets)).alias("__b")
+        where = topic.positions.select("*", bucket).join(unsettled, "__b", "left_semi")
+        both = both.join(where.drop("__b"), keys, "full_outer")
+    else:
+        both = both.select(
+            "*",
+            sf.lit(None).cast("bigint").alias("__t_lsn"),
+            sf.lit(None).cast("boolean").alias("__t_deleted"),
+            sf.lit(None).cast("boolean").alias("__later"),
+        )
+    p, d = sf.col("__p"), sf.col("__dh")
+    differ = [sf.when(p[i] != d[i], sf.lit(c)) for i, c in enumerate(data)]
+    columns = (
+        sf.filter(sf.array(*differ), lambda x: x.isNotNull())
+        if differ
+        else sf.array().cast("array<string>")
+    )
+    kind = lake_kind(columns, point, topic.truncated)
+    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
 
 
 def _hash(value: Column, kind: DataType) -> Column:

@@ -268,7 +268,21 @@ def _judge(
         sf.lit(True).alias("__d"),
     )
     both = ours.join(theirs, keys, "full_outer")
-    point, truncated = sf.lit(state.point), sf.lit(state.truncated)
+    differ = [
+        sf.when(~_same(sf.col(f"__p_{c}"), sf.col(f"__d_{c}"), ours_types[f"__p_{c}"]), sf.lit(c))
+        for c in data
+    ]
+    columns = sf.filter(sf.array(*differ), lambda x: x.isNotNull()) if differ else sf.array()
+    kind = lake_kind(columns, state.point, state.truncated)
+    return both.select(*keys, "__row", kind.alias("__kind"), columns.alias("__columns"))
+
+
+def lake_kind(columns: Column, point: int, truncated: int) -> Column:
+    """A key's kind (`LAKE_KINDS`, or null when neither side has it alive) from the lake's
+    row (`__d` present, `__d_lsn`, `__d_deleted`), the topic's newest change before the
+    point (`__t_lsn`, `__t_deleted`), `__pg` (PostgreSQL has the key), `__later` (the
+    topic changed it at or after the point) and the `columns` that differ; also
+    `bridge verify --spark --delta`'s (`bridge.verify.distributed`)."""
     d = sf.coalesce(sf.col("__d"), sf.lit(False))
     d_lsn = sf.coalesce(sf.col("__d_lsn"), sf.lit(0))
     d_live = d & ~sf.col("__d_deleted")
@@ -276,12 +290,7 @@ def _judge(
     t_live = t & ~sf.coalesce(sf.col("__t_deleted"), sf.lit(False))
     pg = sf.coalesce(sf.col("__pg"), sf.lit(False))
     later = sf.coalesce(sf.col("__later"), sf.lit(False))
-    differ = [
-        sf.when(~_same(sf.col(f"__p_{c}"), sf.col(f"__d_{c}"), ours_types[f"__p_{c}"]), sf.lit(c))
-        for c in data
-    ]
-    columns = sf.filter(sf.array(*differ), lambda x: x.isNotNull()) if differ else sf.array()
-    kind = (
+    return (
         sf.when(d & (d_lsn >= point), "after_point")
         .when(~d & later, "after_point")
         .when(t & ((~d & t_live) | (d & (d_lsn < sf.col("__t_lsn")))), "behind")
@@ -291,7 +300,6 @@ def _judge(
         .when(pg & d_live & (sf.size(columns) == 0), "equal")
         .when(pg & d_live, "different")
     )
-    return both.select(*keys, "__row", kind.alias("__kind"), columns.alias("__columns"))
 
 
 def _same(a: Column, b: Column, kind: DataType) -> Column:

@@ -230,7 +230,7 @@ def verify(
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
-        _check_delta(chosen, delta or {}, distributed)
+        _check_delta(chosen, delta or {}, distributed and keys_for_repair)
         type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
         reader = connect(cfg.source.conninfo(), type_oids)
         opened.callback(reader.close)
@@ -262,13 +262,14 @@ def verify(
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
             result.decoder, result.job, result.snapshot_table = decoder, job, table
+            target = (delta or {}).get(table.label)
             if distributed:
                 spark = spark or opened.enter_context(_session(spark_master, spark_conf))
+                lake = None if target is None else (target, timeout)
                 _in_spark(
-                    spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair
+                    spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair, lake
                 )
                 continue
-            target = (delta or {}).get(table.label)
             with closing(
                 TopicState(
                     decoder, point, track_later=target is not None, memory_limit=memory_limit
@@ -312,12 +313,12 @@ def parse_settings(specs: list[str]) -> dict[str, str]:
 
 
 def _check_delta(
-    chosen: Sequence[SnapshotTable], delta: Mapping[str, str], distributed: bool
+    chosen: Sequence[SnapshotTable], delta: Mapping[str, str], spark_repair: bool
 ) -> None:
-    if distributed and delta:
+    if spark_repair and delta:
         raise ConfigError(
-            "--spark compares Kafka with PostgreSQL; --delta is not supported with it",
-            hint="verify the Delta tables in a run without --spark",
+            "--spark --repair does not collect the keys that differ in a Delta table",
+            hint="repair the lake with verify --delta --repair without --spark",
         )
     unknown = sorted(set(delta) - {t.label for t in chosen})
     if unknown:
@@ -365,6 +366,7 @@ def _in_spark(
     result: TableResult,
     progress: Callable[[str], None],
     keys_for_repair: bool,
+    lake: tuple[str, float] | None,
 ) -> None:
     """`bridge.verify.distributed.compare_in_spark`, its tasks reading inside `reader`'s
     snapshot (exported again for them: valid while `reader`'s transaction is open)."""
@@ -374,7 +376,7 @@ def _in_spark(
     assert job is not None
     progress(f"{job.table.label}: comparing in Spark")
     snapshot = export_again(reader)
-    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, keys_for_repair)
+    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, keys_for_repair, lake)
     progress(f"{job.table.label}: {result.status}")
 
 

@@ -67,6 +67,15 @@ def _items(result: Verification) -> Any:
     return found
 
 
+def _lake_verdict(result: Verification) -> Any:
+    """The lake's counts, differing columns and sample keys, and the Kafka counts."""
+    items = _items(result)
+    assert items.lake is not None
+    lake = items.lake
+    kafka = (items.equal, items.missing, items.ghosts, items.different)
+    return dict(lake.counts), dict(lake.columns), lake.samples, kafka
+
+
 @pytest.fixture
 def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Config:
     pg_conn.execute(SCHEMA)
@@ -88,6 +97,9 @@ def test_delta_table_checked_against_postgres(
         _delivered(cfg, pg_conn)
         _apply(spark, cfg, topic, path)
         clean = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        in_spark_clean = verify(
+            cfg, ["public.items"], timeout=60, delta=lake, spark=spark, distributed=True
+        )
         bridge.check()
 
         table = DeltaTable.forPath(spark, path)
@@ -98,7 +110,15 @@ def test_delta_table_checked_against_postgres(
         pg_conn.execute("INSERT INTO items (id, amount) VALUES (200, 1)")  # not applied yet
         _delivered(cfg, pg_conn)  # in Kafka: verify's short --timeout is the lake's alone
         found = verify(cfg, ["public.items"], timeout=3, delta=lake, spark=spark)
+        in_spark = verify(
+            cfg, ["public.items"], timeout=3, delta=lake, spark=spark, distributed=True
+        )
         bridge.check()
+
+    # --spark --delta: the bucketed comparison with the lake as the other side finds the same
+    assert _lake_verdict(in_spark_clean) == _lake_verdict(clean)
+    assert _lake_verdict(in_spark) == _lake_verdict(found)
+    assert in_spark.ok is False and _items(in_spark).equal == 30
 
     items = _items(clean)
     assert clean.ok, as_json(clean)
