@@ -46,7 +46,7 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
 import psycopg
@@ -65,7 +65,7 @@ from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
 from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, TableResult
-from bridge.verify.lake import _auth, _latest, _summarise, lake_kind, tally
+from bridge.verify.lake import FIX_KINDS, _auth, _latest, _summarise, lake_kind, tally
 from bridge.verify.run import topic_offsets
 from bridge.verify.store import Kept
 
@@ -160,15 +160,33 @@ def compare_in_spark(
         ).persist()
         cached.append(judged)
         counts, columns, samples = tally(judged, KINDS, KINDS[1:], keys, data)
+        fix = None
         if keys_for_repair:
-            _keys_to_fix(cfg, judged, changes, keys, counts, result)
+            kind = sf.col("__kind")
+            reread = judged.where(kind.isin("missing", "different"))
+            differing = sum(counts.get(k, 0) for k in KINDS[1:])
+            ghosts = judged.where(kind == "ghost")
+            _keys_to_fix(cfg, reread, ghosts, changes, keys, differing, result)
+            fix = functools.partial(_lake_keys_to_fix, cfg, changes, keys, result)
         if lake is not None:
             differ = sums.where(~sf.col("__same")).select("__b")
             types = {f.name: f.dataType for f in rows.schema.fields}
-            result.lake = _lake(spark, lake, pg, differ, topic, keys, data, types, point, buckets)
+            at = (point, buckets)
+            result.lake = _lake(spark, lake, pg, differ, topic, keys, data, types, at, fix)
     finally:
         for df in cached:
             df.unpersist()
+    _fill(result, settled, counts, columns, samples)
+
+
+def _fill(
+    result: TableResult,
+    settled: int,
+    counts: dict[str, int],
+    columns: dict[str, int],
+    samples: dict[str, list[str]],
+) -> None:
+    """`result`'s counts from the rows of the equal buckets (`settled`) and `tally`'s."""
     result.equal, result.missing = settled + counts.get("equal", 0), counts.get("missing", 0)
     result.ghosts, result.different = counts.get("ghost", 0), counts.get("different", 0)
     result.rows = result.equal + result.missing + result.different
@@ -254,16 +272,18 @@ def _lake(
     keys: list[str],
     data: list[str],
     types: dict[str, DataType],
-    point: int,
-    buckets: int,
+    at: tuple[int, int],
+    fix: Callable[[DataFrame, LakeResult], None] | None = None,
 ) -> LakeResult:
     """The Delta table's verdict (`bridge.verify.lake`'s kinds and rules), by the bucketed
     comparison: the lake's live rows hashed and bucketed like PostgreSQL's (`pg`); a bucket
     equal on both sides, and equal between PostgreSQL and Kafka, is settled; the keys of
     the others meet in a full outer join of PostgreSQL, the lake (soft-deleted rows too)
     and the topic's positions, judged by `lake_kind`. Re-read while keys are behind, up to
-    the timeout, as `bridge.verify.lake` does."""
+    the timeout, as `bridge.verify.lake` does. `fix` gets the last judgement's keys and
+    verdict (`_lake_keys_to_fix`)."""
     target, timeout = lake
+    point, buckets = at  # the verification point, the number of buckets
     deadline = time.monotonic() + timeout
     while True:
         version, table = _latest(spark, target)
@@ -305,6 +325,9 @@ def _lake(
                 ).persist()
                 try:
                     result = _summarise(judged, target, version, keys, data)
+                    final = not result.counts["behind"] or time.monotonic() > deadline
+                    if final and fix is not None and not result.ok:
+                        fix(judged, result)
                 finally:
                     judged.unpersist()
             finally:
@@ -312,9 +335,27 @@ def _lake(
         finally:
             hashed.unpersist()
         result.counts["equal"] += 0 if settled is None or settled[0] is None else int(settled[0])
-        if not result.counts["behind"] or time.monotonic() > deadline:
+        if final:
             return result
         time.sleep(1.0)
+
+
+def _lake_keys_to_fix(
+    cfg: Config,
+    changes: DataFrame | None,
+    keys: list[str],
+    result: TableResult,
+    judged: DataFrame,
+    verdict: LakeResult,
+) -> None:
+    """The lake's keys to fix through the topic, as `bridge.verify.lake.LakeFix` sorts
+    them: PostgreSQL's re-read, the others deleted when the topic knows them, else left."""
+    wanted = judged.where(sf.col("__kind").isin(*FIX_KINDS))
+    pg = sf.coalesce(sf.col("__pg"), sf.lit(False))
+    known = sf.col("__t_lsn").isNotNull()
+    found = sum(verdict.counts[k] for k in FIX_KINDS)
+    result.lake_left = wanted.where(~pg & ~known).count()
+    _keys_to_fix(cfg, wanted.where(pg), wanted.where(~pg & known), changes, keys, found, result)
 
 
 def _judge_lake(
@@ -329,7 +370,9 @@ def _judge_lake(
 ) -> DataFrame:
     """Each key of the `unsettled` buckets with its lake kind and the columns whose hashes
     differ."""
-    both = pg.select(*keys, sf.col("__h").alias("__p"), sf.lit(True).alias("__pg")).join(
+    carry = [c for c in pg.columns if c == _PG_KEY]
+    pg = pg.select(*keys, sf.col("__h").alias("__p"), sf.lit(True).alias("__pg"), *carry)
+    both = pg.join(
         lake.select(
             *keys, sf.col("__h").alias("__dh"), "__d_lsn", "__d_deleted", sf.lit(True).alias("__d")
         ),
@@ -355,7 +398,9 @@ def _judge_lake(
         else sf.array().cast("array<string>")
     )
     kind = lake_kind(columns, point, topic.truncated)
-    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
+    return both.select(
+        *keys, kind.alias("__kind"), columns.alias("__columns"), "__pg", "__t_lsn", *carry
+    )
 
 
 def _hash(value: Column, kind: DataType) -> Column:
@@ -421,17 +466,18 @@ def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) ->
 
 def _keys_to_fix(
     cfg: Config,
-    judged: DataFrame,
+    reread: DataFrame,
+    ghosts: DataFrame,
     changes: DataFrame | None,
     keys: list[str],
-    counts: dict[str, int],
+    found: int,
     result: TableResult,
 ) -> None:
-    """`result.reread_keys` (PostgreSQL's key text of the missing and different keys) and
-    `result.ghost_keys` (each ghost's framed key and partition from its newest record
-    before the point, fetched from Kafka), as the single-machine comparison fills them."""
+    """Adds to `result.reread_keys` PostgreSQL's key text of the `reread` rows and to
+    `result.ghost_keys` the `ghosts` keys' framed key and partition from their newest
+    record before the point (fetched from Kafka), as the single-machine comparison fills
+    them; `found`: how many keys differ, at most `REPAIR_KEY_LIMIT`."""
     assert result.decoder is not None
-    found = sum(counts.get(k, 0) for k in KINDS[1:])
     if found > REPAIR_KEY_LIMIT:
         raise VerifyError(
             f"{result.table}: {found} keys differ, more than the {REPAIR_KEY_LIMIT} that "
@@ -439,23 +485,21 @@ def _keys_to_fix(
             hint="re-snapshot the table instead (an execute-snapshot signal without a "
             "condition), then verify again",
         )
-    kind = sf.col("__kind")
-    texts = judged.where(kind.isin("missing", "different")).orderBy(*keys).select(_PG_KEY)
-    result.reread_keys = [tuple(json.loads(r[0])) for r in texts.collect()]
-    if not counts.get("ghost"):
+    texts = reread.orderBy(*keys).select(_PG_KEY).collect()
+    known = set(result.reread_keys)
+    result.reread_keys += [k for k in (tuple(json.loads(r[0])) for r in texts) if k not in known]
+    if changes is None:  # no record: no key the topic knows
         return
-    assert changes is not None  # a ghost is a key alive in the topic
-    ghosts = judged.where(kind == "ghost").select(*keys)
     newest = sf.max_by(
         sf.struct("_partition", "_offset"), sf.struct(sf.coalesce("_lsn", sf.lit(0)), "_offset")
     )
-    where = changes.join(ghosts, keys, "left_semi").groupBy(*keys).agg(newest.alias("__at"))
-    at = where.select("__at").collect()
+    where = changes.join(ghosts.select(*keys), keys, "left_semi").groupBy(*keys)
+    at = where.agg(newest.alias("__at")).select("__at").collect()
     positions = sorted((r[0]["_partition"], r[0]["_offset"]) for r in at)
     decoder = result.decoder
     for partition, raw_key in _record_keys(cfg, result.topic, positions):
         name = decoder.key(raw_key, f"topic {result.topic} partition {partition}")
-        result.ghost_keys[name] = Kept(0, False, b"", partition, raw_key)
+        result.ghost_keys.setdefault(name, Kept(0, False, b"", partition, raw_key))
 
 
 def _record_keys(

@@ -60,7 +60,7 @@ from bridge.verify.state import TopicState, schema_id
 from bridge.verify.store import Kept
 
 _POLL_S: Final = 1.0
-_TO_FIX: Final = ("missing", "ghost", "different", "behind")  # the kinds --repair fixes
+FIX_KINDS: Final = ("missing", "ghost", "different", "behind")  # the kinds --repair fixes
 _RAW = StructType(
     [
         StructField("topic", StringType(), False),
@@ -204,7 +204,7 @@ class LakeSide:
     def _to_fix(self, judged: DataFrame, fix: LakeFix) -> None:
         """The rows behind the keys that differ: PostgreSQL's to re-read, the others
         (alive in the lake, not in PostgreSQL) to delete through the topic."""
-        differ = judged.where(sf.col("__kind").isin(*_TO_FIX)).select("__row").collect()
+        differ = judged.where(sf.col("__kind").isin(*FIX_KINDS)).select("__row").collect()
         for (row,) in differ:
             if row is None:  # a key neither PostgreSQL nor the topic has
                 fix.left += 1

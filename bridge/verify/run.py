@@ -230,7 +230,7 @@ def verify(
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
-        _check_delta(chosen, delta or {}, distributed and keys_for_repair)
+        _check_delta(chosen, delta or {})
         type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
         reader = connect(cfg.source.conninfo(), type_oids)
         opened.callback(reader.close)
@@ -312,14 +312,7 @@ def parse_settings(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def _check_delta(
-    chosen: Sequence[SnapshotTable], delta: Mapping[str, str], spark_repair: bool
-) -> None:
-    if spark_repair and delta:
-        raise ConfigError(
-            "--spark --repair does not collect the keys that differ in a Delta table",
-            hint="repair the lake with verify --delta --repair without --spark",
-        )
+def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:
     unknown = sorted(set(delta) - {t.label for t in chosen})
     if unknown:
         raise ConfigError(

@@ -151,7 +151,8 @@ def test_repair_reemits_what_differs_only_in_the_lake(
     """Rows changed in the lake behind the apply's back while Kafka holds them right: verify
     --delta finds them, --repair re-emits them through the topic (a changed and a deleted
     row re-read, a revived row deleted again), and once the apply has run the lake equals
-    PostgreSQL."""
+    PostgreSQL. --spark --delta brings back the same keys to fix; the repair acts on
+    those."""
     cfg = setup
     path = str(tmp_path / "items")
     topic = f"{cfg.kafka.topic_prefix}.public.items"
@@ -166,11 +167,32 @@ def test_repair_reemits_what_differs_only_in_the_lake(
         table.update(sf.col("id") == 4, {"_deleted": sf.lit(True)})
         table.update(sf.col("id") == 7, {"_deleted": sf.lit(False)})  # deleted in PostgreSQL
         found = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
-        done = repair(cfg, found, timeout=120)
+        in_spark = verify(
+            cfg,
+            ["public.items"],
+            timeout=60,
+            delta=lake,
+            spark=spark,
+            distributed=True,
+            keys_for_repair=True,
+        )
+        done = repair(cfg, in_spark, timeout=120)  # what --spark found: the same keys
         _delivered(cfg, pg_conn)
         _apply(spark, cfg, topic, path)  # the apply's next run
         again = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        again_in_spark = verify(
+            cfg, ["public.items"], timeout=60, delta=lake, spark=spark, distributed=True
+        )
         bridge.check()
+
+    def to_fix(result: Verification) -> Any:
+        found = _items(result)
+        ghosts = {k: (v.partition, v.raw_key) for k, v in found.ghost_keys.items()}
+        return sorted(found.reread_keys), ghosts, found.lake_left
+
+    assert to_fix(in_spark) == to_fix(found)
+    assert _lake_verdict(in_spark) == _lake_verdict(found)
+    assert again_in_spark.ok, as_json(again_in_spark)
 
     items = _items(found)
     assert (items.equal, items.missing, items.ghosts, items.different) == (29, 0, 0, 0)
