@@ -168,7 +168,8 @@ def verify(
         typer.Option(
             "--delta",
             help="schema.table=TARGET: also compare the Delta table (path or name) the Spark "
-            "apply writes (repeat; needs the spark extra).",
+            "apply writes (repeat; needs the spark extra; --repair fixes it through the "
+            "topic, for the apply's next run).",
         ),
     ] = None,
     memory_limit_mb: Annotated[

@@ -38,6 +38,12 @@ snapshot's transaction open meanwhile), with the work spread over Spark's execut
   records' key bytes from Kafka (the delete must carry the very bytes compaction keys
   on). Mismatches are few by construction; beyond `REPAIR_KEY_LIMIT` keys of one table
   the driver collects nothing and says so.
+- With `--delta` (`lake`), the same bucketed comparison has the Delta table as its other
+  side (`_lake`): the lake's live rows hashed and bucketed like PostgreSQL's; the keys of
+  the buckets that differ (from the lake, or between PostgreSQL and Kafka) meet the
+  lake's rows and the topic's newest position per key, judged by `bridge.verify.lake`'s
+  rules (`lake_kind`). Its keys to fix are collected as `bridge.verify.lake.LakeFix`
+  sorts them.
 """
 
 from __future__ import annotations
