@@ -71,7 +71,16 @@ from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
 from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, TableResult
-from bridge.verify.lake import FIX_KINDS, _auth, _latest, _summarise, lake_kind, tally
+from bridge.verify.lake import (
+    FIX_KINDS,
+    POLL_S,
+    _auth,
+    _latest,
+    _summarise,
+    check_meta,
+    lake_kind,
+    tally,
+)
 from bridge.verify.run import topic_offsets
 from bridge.verify.store import Kept
 
@@ -293,12 +302,7 @@ def _lake(
     deadline = time.monotonic() + timeout
     while True:
         version, table = _latest(spark, target)
-        missing_meta = [m for m in ("_lsn", "_deleted") if m not in table.columns]
-        if missing_meta:
-            raise VerifyError(
-                f"the Delta table lacks {', '.join(missing_meta)}",
-                hint="verify reads tables written by bridge.spark.apply",
-            )
+        check_meta(table)
         theirs = table.select(
             *(sf.col(k).cast(types[k]).alias(k) for k in keys),
             *(
@@ -343,7 +347,7 @@ def _lake(
         result.counts["equal"] += 0 if settled is None or settled[0] is None else int(settled[0])
         if final:
             return result
-        time.sleep(1.0)
+        time.sleep(POLL_S)
 
 
 def _lake_keys_to_fix(

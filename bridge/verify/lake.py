@@ -59,7 +59,7 @@ from bridge.verify.compare import LAKE_KINDS, SAMPLES, LakeResult
 from bridge.verify.state import TopicState, schema_id
 from bridge.verify.store import Kept
 
-_POLL_S: Final = 1.0
+POLL_S: Final = 1.0
 FIX_KINDS: Final = ("missing", "ghost", "different", "behind")  # the kinds --repair fixes
 _RAW = StructType(
     [
@@ -197,7 +197,7 @@ class LakeSide:
                     if fix is not None and not result.ok:
                         self._to_fix(judged, fix)
                     return result
-                time.sleep(_POLL_S)
+                time.sleep(POLL_S)
         finally:
             ours.unpersist()
 
@@ -244,13 +244,7 @@ def _judge(
 ) -> DataFrame:
     """Each key with its kind (`KINDS`, or null when neither side has it alive) and the
     columns that differ."""
-    missing_meta = [m for m in ("_lsn", "_deleted") if m not in lake.columns]
-    if missing_meta:
-        raise VerifyError(
-            f"the Delta table lacks {', '.join(missing_meta)}",
-            hint="verify reads tables written by bridge.spark.apply, which keeps "
-            + ", ".join(TARGET_META),
-        )
+    check_meta(lake)
     have = dict(zip(lake.columns, (f.dataType for f in lake.schema.fields), strict=True))
     ours_types = {f.name: f.dataType for f in ours.schema.fields}
     theirs = lake.select(
@@ -275,6 +269,17 @@ def _judge(
     columns = sf.filter(sf.array(*differ), lambda x: x.isNotNull()) if differ else sf.array()
     kind = lake_kind(columns, state.point, state.truncated)
     return both.select(*keys, "__row", kind.alias("__kind"), columns.alias("__columns"))
+
+
+def check_meta(lake: DataFrame) -> None:
+    """The columns that say which change wrote a lake row (`_lsn`, `_deleted`) are there."""
+    missing_meta = [m for m in ("_lsn", "_deleted") if m not in lake.columns]
+    if missing_meta:
+        raise VerifyError(
+            f"the Delta table lacks {', '.join(missing_meta)}",
+            hint="verify reads tables written by bridge.spark.apply, which keeps "
+            + ", ".join(TARGET_META),
+        )
 
 
 def lake_kind(columns: Column, point: int, truncated: int) -> Column:
