@@ -25,6 +25,7 @@ from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
 from bridge.snapshot.external import held_snapshot, store_of
 from bridge.snapshot.store import DONE, INITIAL
+from bridge.verify.compare import REPAIR_KEY_LIMIT
 from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.repair import repair as run_repair
 from bridge.verify.report import as_json, as_table
@@ -169,7 +170,8 @@ def verify(
             "--delta",
             help="schema.table=TARGET: also compare the lake table the Spark apply writes: a "
             "Delta path or table name, or an Iceberg catalog.namespace.table (the catalog set "
-            "with --spark-conf); repeat; needs the spark extra.",
+            "with --spark-conf); repeat; needs the spark extra; --repair fixes it through the "
+            "topic, for the apply's next run.",
         ),
     ] = None,
     memory_limit_mb: Annotated[
@@ -186,7 +188,8 @@ def verify(
         typer.Option(
             "--spark",
             help="Compare in Spark jobs (PostgreSQL read in key ranges by its tasks), for "
-            "tables beyond one machine (needs the spark extra; not with --repair or --delta).",
+            "tables beyond one machine (needs the spark extra; with --repair the differing "
+            f"keys, at most {REPAIR_KEY_LIMIT:,} per table, come back to this process).",
         ),
     ] = False,
     spark_master: Annotated[
@@ -216,11 +219,6 @@ def verify(
     show = as_json if output == "json" else as_table
     started = time.monotonic()
     try:
-        if spark and repair:
-            raise ConfigError(
-                "--repair needs the keys to fix, which --spark leaves in Spark",
-                hint="run verify --repair without --spark",
-            )
         check_all = functools.partial(
             run_verify,
             cfg,
@@ -232,13 +230,19 @@ def verify(
             spark_master=spark_master,
             spark_conf=parse_settings(spark_conf or []),
         )
-        result = check_all()
+        result = check_all(keys_for_repair=repair)
         if repair and not result.ok:  # JSON: stdout holds only the final verification
             typer.echo(show(result), err=output == "json")
             done = run_repair(cfg, result, timeout=timeout)
+            lake = (
+                f"; {done.lake_left} lake key(s) the topic cannot fix (never in it, or "
+                "changed after the point: delete them from the lake, or verify again)"
+                if done.lake_left
+                else ""
+            )
             typer.echo(
                 f"repaired: {done.reread} row(s) re-emitted, {done.deleted} ghost key(s) deleted, "
-                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify",
+                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify{lake}",
                 err=output == "json",
             )
             result = check_all()

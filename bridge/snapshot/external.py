@@ -34,9 +34,11 @@ loaded and streamed rows have the same types and values.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, NamedTuple
 
 import psycopg
@@ -50,8 +52,10 @@ from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk
 from bridge.snapshot.initial import snapshot_tables
 from bridge.snapshot.reader import (
+    TableJob,
     build_jobs,
     connect,
+    encode_rows,
     export_again,
     import_snapshot,
     read_chunk,
@@ -65,6 +69,7 @@ log = logging.getLogger("bridge.snapshot")
 EXTERNAL: Final = "external"
 _POLL_S: Final = 1.0
 Record = tuple[str, bytes | None, bytes | None]  # topic, key, value
+KeyedRecord = tuple[str, bytes | None, bytes | None, str]  # and the key's text, as JSON
 
 
 def store_of(cfg: Config) -> ProgressStore:
@@ -236,8 +241,10 @@ def open_external_load(cfg: Config, *, chunk_size: int | None = None) -> Externa
     return ExternalLoad(cfg, store, name, lsn, tables)
 
 
-def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[Record]:
-    """The records of one chunk read inside the held snapshot: runs on a load worker."""
+@contextmanager
+def _task_job(cfg: Config, snapshot_name: str, task: LoadTask) -> Iterator[tuple[Any, TableJob]]:
+    """A connection inside the held snapshot (raw text loaders for the task's columns) and
+    the task table's job."""
     conninfo = cfg.source.conninfo()
     conn = connect(conninfo, {c.type_oid for c in task.table.relation.columns})
     try:
@@ -247,12 +254,40 @@ def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list
             job = build_jobs(cfg, catalog_conn, [task.table])[task.table.label]
         finally:
             catalog_conn.close()
-        source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
-        data = read_chunk(conn, task.table, task.chunk, job.binary)  # as the readers do
-        records, _ = copy_records(data, job.binary, job.encoder, source)
+        yield conn, job
     finally:
         conn.close()
+
+
+def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[Record]:
+    """The records of one chunk read inside the held snapshot: runs on a load worker."""
+    source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
+    with _task_job(cfg, snapshot_name, task) as (conn, job):
+        data = read_chunk(conn, task.table, task.chunk, job.binary)  # as the readers do
+        records, _ = copy_records(data, job.binary, job.encoder, source)
     return [(job.topic, key, value) for key, value, _ in records]
+
+
+def read_keyed_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[KeyedRecord]:
+    """`read_task`'s records, each with its key columns' text as a JSON array (what an
+    incremental snapshot's condition selects a row by: `bridge verify --spark --repair`).
+    The chunk is read as an incremental snapshot reads one, the key text in front; a key
+    chunk (ordered by the key) only."""
+    width = len(task.table.key)
+    source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
+    with _task_job(cfg, snapshot_name, task) as (conn, job):
+        query, params = chunks.chunk_query(task.table, task.chunk, key_text=True)
+        rows = conn.execute(query, params).fetchall()
+        records, _ = encode_rows([r[width:] for r in rows], job, source)
+    return [
+        (job.topic, key, value, json.dumps([_text(v) for v in row[:width]]))
+        for (key, value, _), row in zip(records, rows, strict=True)
+    ]
+
+
+def _text(value: Any) -> str:
+    """A key column's `::text`: a str, or bytes when its type is one of the table's."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _import(conn: psycopg.Connection[Any], snapshot_name: str) -> None:

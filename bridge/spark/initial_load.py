@@ -42,6 +42,8 @@ from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
 
 Record = tuple[str, bytes | None, bytes | None]  # topic, key, value
+# a record followed by the strings of the decoder's `carry` columns
+CarryingRecord = tuple[str, bytes | None, bytes | None, str]
 LOADED_OFFSET = -1  # a loaded row's `_offset`: below any Kafka offset at the same LSN
 _RAW = StructType(
     [
@@ -117,17 +119,20 @@ def loaded_rows(
     spark: SparkSession,
     decoder: ChangeDecoder,
     table: LoadTable,
-    read: Callable[[Any], Iterable[Record]],
+    read: Callable[[Any], Iterable[Record]] | Callable[[Any], Iterable[CarryingRecord]],
 ) -> DataFrame:
-    """The table's rows as target rows: one Spark partition per task, decoded as the topic."""
+    """The table's rows as target rows: one Spark partition per task, decoded as the topic;
+    the columns the decoder carries come after each record's value, as strings."""
     tasks = list(table.tasks)
     records = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(read)
-    raw = spark.createDataFrame(records, _RAW).select(
+    carried = [StructField(c, StringType()) for c in decoder.carry]
+    raw = spark.createDataFrame(records, StructType([*_RAW.fields, *carried])).select(
         "topic",
         sf.lit(-1).cast("int").alias("partition"),
         sf.lit(LOADED_OFFSET).cast("bigint").alias("offset"),
         "key",
         "value",
+        *decoder.carry,
     )
     changes = decoder.decode(raw, [(table.topic, table.value_schema_id, None, None)])
     data = [c for c in changes.columns if c not in META_TYPES]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, overload
 
 from pyspark.errors.exceptions.captured import CapturedException
@@ -121,9 +121,9 @@ def _old_key(raw: DataFrame) -> Column:
     return sf.when(sf.size(found) > 0, found.getItem(0)["value"])
 
 
-def frame(raw: DataFrame, *, strict: bool = True) -> DataFrame:
+def frame(raw: DataFrame, *, strict: bool = True, carry: Sequence[str] = ()) -> DataFrame:
     """Kafka rows -> position columns, key/value bytes, the old key header's bytes and the
-    writer schema ids (null for unframed bytes unless `strict`)."""
+    writer schema ids (null for unframed bytes unless `strict`), and the `carry` columns."""
     value, key, old_key = sf.col("value"), sf.col("key"), _old_key(raw)
     return raw.select(
         sf.col("topic").alias("_topic"),
@@ -135,6 +135,7 @@ def frame(raw: DataFrame, *, strict: bool = True) -> DataFrame:
         _schema_id(value, strict).alias("_vid"),
         sf.when(value.isNull(), _schema_id(key, strict)).alias("_kid"),
         _schema_id(old_key, strict).alias("_okid"),
+        *carry,
     )
 
 
@@ -157,11 +158,18 @@ class ChangeDecoder:
     """Turns static DataFrames of raw Kafka rows into flat change rows."""
 
     def __init__(
-        self, schemas: SchemaSource, tombstones: Tombstones = "drop", mode: Mode = "FAILFAST"
+        self,
+        schemas: SchemaSource,
+        tombstones: Tombstones = "drop",
+        mode: Mode = "FAILFAST",
+        carry: Sequence[str] = (),
     ) -> None:
+        """`carry`: columns of the raw rows beside Kafka's that the decoded rows keep
+        (`bridge.verify.distributed`'s PostgreSQL key text)."""
         self.schemas = schemas
         self.tombstones = tombstones
         self.permissive = mode == "PERMISSIVE"
+        self.carry = tuple(carry)
         self._known: set[tuple[str, int]] = set()
 
     def groups(self, framed: DataFrame) -> set[Group]:
@@ -170,7 +178,7 @@ class ChangeDecoder:
 
     def decode(self, raw: DataFrame, groups: Iterable[Group] | None = None) -> DataFrame:
         """Flat change rows of a static Kafka DataFrame (a batch read or a micro-batch)."""
-        framed = frame(raw, strict=not self.permissive)
+        framed = frame(raw, strict=not self.permissive, carry=self.carry)
         found = self.groups(framed) if groups is None else set(groups)
         values: dict[str, set[int]] = defaultdict(set)
         keys: dict[str, set[int]] = defaultdict(set)
@@ -298,6 +306,7 @@ class ChangeDecoder:
             id_col.alias("_schema_id"),
             (sf.lit(None).cast("string") if old_key is None else old_key).alias("_oldkey"),
             *_KAFKA_POSITION,
+            *self.carry,
         )
         e = sf.col("_e")
         if is_key:
@@ -305,7 +314,10 @@ class ChangeDecoder:
             undecoded = sf.coalesce(*(e[f] for f in fields)).isNull()
             errors = self._errors(undecoded, subject) if self.permissive else []
             return rows.select(
-                *(e[f].alias(f) for f in fields), *self._meta_columns(tombstone=True), *errors
+                *(e[f].alias(f) for f in fields),
+                *self._meta_columns(tombstone=True),
+                *errors,
+                *self.carry,
             )
         row = sf.when(e["op"] == "d", e["before"]).otherwise(e["after"])
         source = e["source"]
@@ -327,6 +339,7 @@ class ChangeDecoder:
             e["unchanged_fields"].alias("_unchanged"),
             sf.col("_oldkey"),
             *(sf.col(c) for c in _KAFKA_POSITION),
+            *(sf.col(c) for c in self.carry),
         ]
         if self.tombstones == "keep":
             columns.append(sf.lit(False).alias("_tombstone"))

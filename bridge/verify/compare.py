@@ -43,6 +43,7 @@ from bridge.verify.state import Decoder, TopicState, differing_columns, row_dige
 from bridge.verify.store import ROW_DIGEST, Kept, KeyStore
 
 SAMPLES = 5  # keys shown per kind of mismatch
+REPAIR_KEY_LIMIT: Final = 100_000  # keys of one table verify --spark --repair collects
 _FETCH = 2000
 
 
@@ -88,14 +89,15 @@ class LakeSink(Protocol):
     """Takes PostgreSQL's rows for the lake comparison (`bridge.verify.lake.LakeSide`, which
     imports pyspark: this module does not)."""
 
-    def add_row(self, name: bytes, key: bytes, value: bytes) -> None: ...
+    def add_row(self, name: bytes, key: bytes, value: bytes, text: tuple[str, ...]) -> None: ...
 
 
 @dataclass
 class TableResult:
     """A table's verdict; the fields after `skipped` feed `--repair` and are not printed
-    (`reread_keys`: PostgreSQL's key text of missing and different rows; `ghost_keys`: the
-    topic's state of keys PostgreSQL does not have)."""
+    (`reread_keys`: PostgreSQL's key text of missing and different rows, in Kafka or the
+    lake; `ghost_keys`: the topic's state of keys PostgreSQL does not have, alive in Kafka
+    or the lake)."""
 
     table: str
     topic: str
@@ -120,6 +122,7 @@ class TableResult:
     ends: dict[int, int] = field(default_factory=dict)
     reread_keys: list[tuple[str, ...]] = field(default_factory=list)
     ghost_keys: dict[bytes, Kept] = field(default_factory=dict)
+    lake_left: int = 0  # lake keys to fix that --repair cannot (`bridge.verify.lake.LakeFix`)
 
     @property
     def ok(self) -> bool:
@@ -195,8 +198,9 @@ def compare_table(
                 assert key is not None and value is not None  # a keyed table's "r" record
                 keys.append((decoder.key(key, where), key, value))
             if lake is not None:
-                for name, key, value in keys:
-                    lake.add_row(name, key, value)  # it reads the key's state: claim after
+                for (name, key, value), row in zip(keys, rows, strict=True):
+                    text = tuple(_text(row[i]) for i in key_at)
+                    lake.add_row(name, key, value, text)  # it reads the key's state: claim after
                 claimed = store.claim([name for name, _, _ in keys])
             for (name, _, value), row in zip(keys, rows, strict=True):
                 after = decoder.envelope(value, where).get("after") or {}

@@ -29,32 +29,64 @@ snapshot's transaction open meanwhile), with the work spread over Spark's execut
   the columns whose hashes differ), as `compare` reports them. Only keys and hashes are
   shuffled, whatever the row width. Equal hashes of different values (2^-64) would count
   as equal.
+- For `--repair` (`keys_for_repair`), the driver gets the keys to fix in the form
+  `bridge.verify.repair` takes from the single-machine comparison, so one repair serves
+  both: each PostgreSQL task also returns its rows' key text (`read_keyed_task`, the chunk
+  read as an incremental snapshot reads one), carried through the decoding beside the
+  row's hashes, and the missing and different keys' texts are collected; each ghost's
+  newest record (partition, offset) is found in the topic, and the driver fetches those
+  records' key bytes from Kafka (the delete must carry the very bytes compaction keys
+  on). Mismatches are few by construction; beyond `REPAIR_KEY_LIMIT` keys of one table
+  the driver collects nothing and says so.
+- With `--lake` (`lake`), the same bucketed comparison has the lake table as its other
+  side (`_lake`): the lake's live rows hashed and bucketed like PostgreSQL's; the keys of
+  the buckets that differ (from the lake, or between PostgreSQL and Kafka) meet the
+  lake's rows and the topic's newest position per key, judged by `bridge.verify.lake`'s
+  rules (`lake_kind`). Its keys to fix are collected as `bridge.verify.lake.LakeFix`
+  sorts them.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Final
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, NamedTuple
 
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import DataType
 
 from bridge.config import Config, KafkaConfig
+from bridge.errors import VerifyError
 from bridge.snapshot import chunks
-from bridge.snapshot.external import LoadTable, LoadTask, read_task
+from bridge.snapshot.external import LoadTable, LoadTask, read_keyed_task, read_task
 from bridge.snapshot.reader import TableJob
 from bridge.spark.apply import TARGET_META, fold
+from bridge.spark.formats import target_table
 from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import TableResult
-from bridge.verify.lake import _auth, tally
+from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, TableResult
+from bridge.verify.lake import (
+    FIX_KINDS,
+    POLL_S,
+    _auth,
+    _latest,
+    _summarise,
+    check_meta,
+    lake_kind,
+    tally,
+)
 from bridge.verify.run import topic_offsets
+from bridge.verify.store import Kept
 
 KINDS: Final = ("equal", "missing", "ghost", "different")
+_PG_KEY: Final = "__pgkey"  # PostgreSQL's key text (JSON array), carried for --repair
 _JAAS: Final = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -97,32 +129,39 @@ def compare_in_spark(
     point: int,
     job: TableJob,
     result: TableResult,
+    keys_for_repair: bool = False,
+    lake: tuple[str, float] | None = None,
 ) -> None:
     """Fill `result` for `job`'s table (a keyed one) from a Spark job (module docstring):
     PostgreSQL read in key ranges inside `snapshot_name`, the topic folded up to `point`.
     `catalog_conn` plans the ranges (any boundaries cover the table: the first range is
-    open below, the last above)."""
+    open below, the last above). `keys_for_repair`: also `result.reread_keys` and
+    `result.ghost_keys` (`result.decoder` set). `lake`: (the Delta table, --timeout) also
+    compared, into `result.lake` (`_lake`)."""
     key_schema = job.encoder.table.key_schema
     assert key_schema is not None  # `run` skips keyless tables
     keys = [str(f["name"]) for f in key_schema["fields"]]
     plan = chunks.plan(catalog_conn, job.table, cfg.snapshot.chunk_size, None, 0)
     load = LoadTable(job.topic, job.encoder.value_id, tuple(LoadTask(job.table, c) for c in plan))
     schemas = SchemaSource(cfg.registry.url, _auth(cfg))
+    carry = (_PG_KEY,) if keys_for_repair else ()
+    task = read_keyed_task if keys_for_repair else read_task
     try:  # from_avro gets the schemas as text: none is fetched once the plan is made
         rows = loaded_rows(
             spark,
-            ChangeDecoder(schemas),
+            ChangeDecoder(schemas, carry=carry),
             load,
-            functools.partial(read_task, cfg, snapshot_name, point),
+            functools.partial(task, cfg, snapshot_name, point),
         )
     finally:
         schemas.close()
-    data = [c for c in rows.columns if c not in TARGET_META and c not in keys]
+    data = [c for c in rows.columns if c not in TARGET_META and c not in keys and c not in carry]
     cached: list[DataFrame] = []
     try:
-        state = _topic_state(spark, cfg, job.topic, point, rows, keys, result, cached)
+        topic = _topic_state(spark, cfg, job.topic, point, rows, data, keys, result, cached)
+        state, changes = topic.state, topic.changes
         buckets = max(1, len(load.tasks))
-        pg = _hashed(rows, keys, data, buckets).persist()
+        pg = _hashed(rows, keys, data, buckets, carry).persist()
         kafka = _hashed(state, keys, data, buckets).persist()
         sums = _bucket_sums(pg, kafka).persist()
         cached += [pg, kafka, sums]
@@ -137,9 +176,33 @@ def compare_in_spark(
         ).persist()
         cached.append(judged)
         counts, columns, samples = tally(judged, KINDS, KINDS[1:], keys, data)
+        fix = None
+        if keys_for_repair:
+            kind = sf.col("__kind")
+            reread = judged.where(kind.isin("missing", "different"))
+            differing = sum(counts.get(k, 0) for k in KINDS[1:])
+            ghosts = judged.where(kind == "ghost")
+            _keys_to_fix(cfg, reread, ghosts, changes, keys, differing, result)
+            fix = functools.partial(_lake_keys_to_fix, cfg, changes, keys, result)
+        if lake is not None:
+            differ = sums.where(~sf.col("__same")).select("__b")
+            types = {f.name: f.dataType for f in rows.schema.fields}
+            at = (point, buckets)
+            result.lake = _lake(spark, lake, pg, differ, topic, keys, data, types, at, fix)
     finally:
         for df in cached:
             df.unpersist()
+    _fill(result, settled, counts, columns, samples)
+
+
+def _fill(
+    result: TableResult,
+    settled: int,
+    counts: dict[str, int],
+    columns: dict[str, int],
+    samples: dict[str, list[str]],
+) -> None:
+    """`result`'s counts from the rows of the equal buckets (`settled`) and `tally`'s."""
     result.equal, result.missing = settled + counts.get("equal", 0), counts.get("missing", 0)
     result.ghosts, result.different = counts.get("ghost", 0), counts.get("different", 0)
     result.rows = result.equal + result.missing + result.different
@@ -149,22 +212,39 @@ def compare_in_spark(
     result.samples = samples
 
 
+class _Topic(NamedTuple):
+    """The topic at the point: `state` (keys alive, shaped like PostgreSQL's rows), the
+    records before the point (None without any), and for the lake: each key's newest
+    change before the point (`__t_lsn`, `__t_deleted`) or change at or after it
+    (`__later`), and the newest TRUNCATE's LSN."""
+
+    state: DataFrame
+    changes: DataFrame | None
+    positions: DataFrame | None
+    truncated: int
+
+
 def _topic_state(
     spark: SparkSession,
     cfg: Config,
     topic: str,
     point: int,
     rows: DataFrame,
+    data: list[str],
     keys: list[str],
     result: TableResult,
     cached: list[DataFrame],
-) -> DataFrame:
-    """The keys alive in `topic` at `point` with their values, shaped like `rows`
-    (PostgreSQL's); counts the records read and left out into `result` and adds what it
-    caches to `cached`. `topic_offsets` first: a topic never produced to does not exist,
-    and Spark's Kafka source fails on it."""
-    if not topic_offsets(cfg, topic):
-        return rows.where(sf.lit(False))
+) -> _Topic:
+    """The topic folded at `point` (`_Topic`); counts the records read and left out into
+    `result`, and adds what it caches to `cached`. The end offsets are probed first, into
+    `result.ends` (where `--repair` reads on from): a topic never produced to does not
+    exist, and Spark's Kafka source fails on it. The reader pins its own ends a moment
+    later, at or past these."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    nothing = rows.select(*keys, *data).where(sf.lit(False))
+    result.ends = {p: high for p, (_, high) in topic_offsets(cfg, topic).items()}
+    if not result.ends:
+        return _Topic(nothing, None, None, 0)
     changes = read_changes(
         spark,
         [topic],
@@ -180,17 +260,158 @@ def _topic_state(
     assert counted is not None  # a global aggregate has one row
     result.records, result.after_point = int(counted[0]), int(counted[1])
     if not all(k in changes.columns for k in keys):  # tombstones only: no key is alive
-        return rows.where(sf.lit(False))
-    latest, _, folded = fold(changes.where(~later), keys)
+        return _Topic(nothing, changes, None, 0)
+    before = changes.where(~later)
+    latest, truncated, folded = fold(before, keys)
     cached += folded
-    types = {f.name: f.dataType for f in rows.schema.fields}
-    return latest.where(~sf.col("_deleted")).select(
+    state = latest.where(~sf.col("_deleted")).select(
         *keys,
         *(
             (sf.col(c)["v"] if c in latest.columns else sf.lit(None).cast(types[c])).alias(c)
-            for c in rows.columns
-            if c not in TARGET_META and c not in keys
+            for c in data
         ),
+    )
+    newest = latest.select(
+        *keys, sf.col("_lsn").alias("__t_lsn"), sf.col("_deleted").alias("__t_deleted")
+    )
+    changed = changes.where(later & (op != "t")).select(*keys).distinct()
+    positions = newest.join(changed.withColumn("__later", sf.lit(True)), keys, "full_outer")
+    return _Topic(state, before, positions, truncated or 0)
+
+
+def _lake(
+    spark: SparkSession,
+    lake: tuple[str, float],
+    pg: DataFrame,
+    kafka_differs: DataFrame,
+    topic: _Topic,
+    keys: list[str],
+    data: list[str],
+    types: dict[str, DataType],
+    at: tuple[int, int],
+    fix: Callable[[DataFrame, LakeResult], None] | None = None,
+) -> LakeResult:
+    """The lake table's verdict (`bridge.verify.lake`'s kinds and rules), by the bucketed
+    comparison: the lake's live rows hashed and bucketed like PostgreSQL's (`pg`); a bucket
+    equal on both sides, and equal between PostgreSQL and Kafka, is settled; the keys of
+    the others meet in a full outer join of PostgreSQL, the lake (soft-deleted rows too)
+    and the topic's positions, judged by `lake_kind`. Re-read while keys are behind, up to
+    the timeout, as `bridge.verify.lake` does. `fix` gets the last judgement's keys and
+    verdict (`_lake_keys_to_fix`)."""
+    target, timeout = lake
+    point, buckets = at  # the verification point, the number of buckets
+    lake_table = target_table(spark, target)  # the format as the apply decides it
+    deadline = time.monotonic() + timeout
+    while True:
+        version, table = _latest(lake_table)
+        check_meta(table)
+        theirs = table.select(
+            *(sf.col(k).cast(types[k]).alias(k) for k in keys),
+            *(
+                (sf.col(c) if c in table.columns else sf.lit(None)).cast(types[c]).alias(c)
+                for c in data
+            ),
+            sf.col("_lsn").alias("__d_lsn"),
+            sf.coalesce(sf.col("_deleted"), sf.lit(False)).alias("__d_deleted"),
+        )
+        hashed = _hashed(theirs, keys, data, buckets, ("__d_lsn", "__d_deleted")).persist()
+        try:
+            sums = _bucket_sums(pg, hashed.where(~sf.col("__d_deleted"))).persist()
+            try:
+                differ = sums.where(~sf.col("__same")).select("__b").union(kafka_differs)
+                unsettled = sf.broadcast(differ.distinct())
+                settled = (
+                    sums.join(unsettled, "__b", "left_anti")
+                    .agg(sf.sum(sf.when(sf.col("__same"), sf.col("__n"))))
+                    .first()
+                )
+                judged = _judge_lake(
+                    pg.join(unsettled, "__b", "left_semi"),
+                    hashed.join(unsettled, "__b", "left_semi"),
+                    topic,
+                    unsettled,
+                    keys,
+                    data,
+                    point,
+                    buckets,
+                ).persist()
+                try:
+                    result = _summarise(judged, lake_table, version, keys, data)
+                    final = not result.counts["behind"] or time.monotonic() > deadline
+                    if final and fix is not None and not result.ok:
+                        fix(judged, result)
+                finally:
+                    judged.unpersist()
+            finally:
+                sums.unpersist()
+        finally:
+            hashed.unpersist()
+        result.counts["equal"] += 0 if settled is None or settled[0] is None else int(settled[0])
+        if final:
+            return result
+        time.sleep(POLL_S)
+
+
+def _lake_keys_to_fix(
+    cfg: Config,
+    changes: DataFrame | None,
+    keys: list[str],
+    result: TableResult,
+    judged: DataFrame,
+    verdict: LakeResult,
+) -> None:
+    """The lake's keys to fix through the topic, as `bridge.verify.lake.LakeFix` sorts
+    them: PostgreSQL's re-read, the others deleted when the topic knows them, else left."""
+    wanted = judged.where(sf.col("__kind").isin(*FIX_KINDS))
+    pg = sf.coalesce(sf.col("__pg"), sf.lit(False))
+    known = sf.col("__t_lsn").isNotNull()
+    found = sum(verdict.counts[k] for k in FIX_KINDS)
+    result.lake_left = wanted.where(~pg & ~known).count()
+    _keys_to_fix(cfg, wanted.where(pg), wanted.where(~pg & known), changes, keys, found, result)
+
+
+def _judge_lake(
+    pg: DataFrame,
+    lake: DataFrame,
+    topic: _Topic,
+    unsettled: DataFrame,
+    keys: list[str],
+    data: list[str],
+    point: int,
+    buckets: int,
+) -> DataFrame:
+    """Each key of the `unsettled` buckets with its lake kind and the columns whose hashes
+    differ."""
+    carry = [c for c in pg.columns if c == _PG_KEY]
+    pg = pg.select(*keys, sf.col("__h").alias("__p"), sf.lit(True).alias("__pg"), *carry)
+    both = pg.join(
+        lake.select(
+            *keys, sf.col("__h").alias("__dh"), "__d_lsn", "__d_deleted", sf.lit(True).alias("__d")
+        ),
+        keys,
+        "full_outer",
+    )
+    if topic.positions is not None:
+        bucket = sf.pmod(sf.xxhash64(*keys), sf.lit(buckets)).alias("__b")
+        where = topic.positions.select("*", bucket).join(unsettled, "__b", "left_semi")
+        both = both.join(where.drop("__b"), keys, "full_outer")
+    else:
+        both = both.select(
+            "*",
+            sf.lit(None).cast("bigint").alias("__t_lsn"),
+            sf.lit(None).cast("boolean").alias("__t_deleted"),
+            sf.lit(None).cast("boolean").alias("__later"),
+        )
+    p, d = sf.col("__p"), sf.col("__dh")
+    differ = [sf.when(p[i] != d[i], sf.lit(c)) for i, c in enumerate(data)]
+    columns = (
+        sf.filter(sf.array(*differ), lambda x: x.isNotNull())
+        if differ
+        else sf.array().cast("array<string>")
+    )
+    kind = lake_kind(columns, point, topic.truncated)
+    return both.select(
+        *keys, kind.alias("__kind"), columns.alias("__columns"), "__pg", "__t_lsn", *carry
     )
 
 
@@ -201,14 +422,17 @@ def _hash(value: Column, kind: DataType) -> Column:
     return sf.xxhash64(value)
 
 
-def _hashed(rows: DataFrame, keys: list[str], data: list[str], buckets: int) -> DataFrame:
+def _hashed(
+    rows: DataFrame, keys: list[str], data: list[str], buckets: int, carry: Sequence[str] = ()
+) -> DataFrame:
     """The key columns, `__h` (the data columns' hashes), `__r` (the row's hash, key
-    included) and `__b` (the key's bucket)."""
+    included), `__b` (the key's bucket) and the `carry` columns."""
     types = {f.name: f.dataType for f in rows.schema.fields}
     hashes = sf.array(*(_hash(sf.col(c), types[c]) for c in data)) if data else sf.array()
-    hashed = rows.select(*keys, hashes.cast("array<bigint>").alias("__h"))
+    hashed = rows.select(*keys, hashes.cast("array<bigint>").alias("__h"), *carry)
     return hashed.select(
         *keys,
+        *carry,
         "__h",
         sf.xxhash64(*keys, "__h").alias("__r"),
         sf.pmod(sf.xxhash64(*keys), sf.lit(buckets)).alias("__b"),
@@ -230,8 +454,10 @@ def _bucket_sums(pg: DataFrame, kafka: DataFrame) -> DataFrame:
 
 
 def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
-    """Each key of either side with its kind (`KINDS`) and the columns whose hashes differ."""
-    both = pg.select(*keys, sf.col("__h").alias("__p")).join(
+    """Each key of either side with its kind (`KINDS`) and the columns whose hashes differ
+    (and PostgreSQL's key text when `pg` carries it)."""
+    carry = [c for c in pg.columns if c == _PG_KEY]
+    both = pg.select(*keys, sf.col("__h").alias("__p"), *carry).join(
         kafka.select(*keys, sf.col("__h").alias("__t")), keys, "full_outer"
     )
     p, t = sf.col("__p"), sf.col("__t")
@@ -247,4 +473,72 @@ def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) ->
         .when(sf.size(columns) == 0, "equal")
         .otherwise("different")
     )
-    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
+    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"), *carry)
+
+
+def _keys_to_fix(
+    cfg: Config,
+    reread: DataFrame,
+    ghosts: DataFrame,
+    changes: DataFrame | None,
+    keys: list[str],
+    found: int,
+    result: TableResult,
+) -> None:
+    """Adds to `result.reread_keys` PostgreSQL's key text of the `reread` rows and to
+    `result.ghost_keys` the `ghosts` keys' framed key and partition from their newest
+    record before the point (fetched from Kafka), as the single-machine comparison fills
+    them; `found`: how many keys differ, at most `REPAIR_KEY_LIMIT`."""
+    assert result.decoder is not None
+    if found > REPAIR_KEY_LIMIT:
+        raise VerifyError(
+            f"{result.table}: {found} keys differ, more than the {REPAIR_KEY_LIMIT} that "
+            "verify --spark --repair brings to the driver",
+            hint="re-snapshot the table instead (an execute-snapshot signal without a "
+            "condition), then verify again",
+        )
+    texts = reread.orderBy(*keys).select(_PG_KEY).collect()
+    known = set(result.reread_keys)
+    result.reread_keys += [k for k in (tuple(json.loads(r[0])) for r in texts) if k not in known]
+    if changes is None:  # no record: no key the topic knows
+        return
+    newest = sf.max_by(
+        sf.struct("_partition", "_offset"), sf.struct(sf.coalesce("_lsn", sf.lit(0)), "_offset")
+    )
+    where = changes.join(ghosts.select(*keys), keys, "left_semi").groupBy(*keys)
+    at = where.agg(newest.alias("__at")).select("__at").collect()
+    positions = sorted((r[0]["_partition"], r[0]["_offset"]) for r in at)
+    decoder = result.decoder
+    for partition, raw_key in _record_keys(cfg, result.topic, positions):
+        name = decoder.key(raw_key, f"topic {result.topic} partition {partition}")
+        result.ghost_keys.setdefault(name, Kept(0, False, b"", partition, raw_key))
+
+
+def _record_keys(
+    cfg: Config, topic: str, positions: list[tuple[int, int]]
+) -> Iterator[tuple[int, bytes]]:
+    """(partition, key bytes) of the records at `positions` (partition, offset), read with
+    one consumer assigned to each in turn."""
+    consumer = Consumer(
+        {
+            **cfg.kafka.client_config(),
+            "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        for partition, offset in positions:
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            msg = consumer.poll(30)
+            if msg is None or msg.error() is not None or msg.offset() != offset:
+                raise VerifyError(
+                    f"cannot read {topic} partition {partition} offset {offset} "
+                    f"({'nothing' if msg is None else msg.error() or msg.offset()})",
+                    hint="check Kafka, then verify again",
+                )
+            key = msg.key()
+            assert key is not None  # a record of a live key has one
+            yield partition, key
+    finally:
+        consumer.close()

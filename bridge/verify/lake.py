@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -57,8 +58,10 @@ from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
 from bridge.verify.compare import LAKE_FORMATS, LAKE_KINDS, SAMPLES, LakeResult
 from bridge.verify.state import TopicState, schema_id
+from bridge.verify.store import Kept
 
-_POLL_S: Final = 1.0
+POLL_S: Final = 1.0
+FIX_KINDS: Final = ("missing", "ghost", "different", "behind")  # the kinds --repair fixes
 _RAW = StructType(
     [
         StructField("topic", StringType(), False),
@@ -93,26 +96,33 @@ def _latest(target: Target) -> tuple[int, DataFrame]:
 
 class LakeSide:
     """PostgreSQL's rows and the topic's positions of one table, as Spark rows keyed like
-    the lake (`add_row` per PostgreSQL row while `compare` reads them, then `compare`)."""
+    the lake (`add_row` per PostgreSQL row while `compare` reads them, then `compare`).
+
+    Each row's key (`Decoder.key`) and PostgreSQL's key text (None for a key PostgreSQL
+    lacks) are kept by row number, for the keys `--repair` must fix (`LakeFix`)."""
 
     def __init__(self, topic: str, state: TopicState) -> None:
         self.topic = topic
         self.state = state
         self._raw: list[tuple[str, int, int, bytes | None, bytes | None]] = []
         self._side: list[tuple[int, int | None, bool | None, bool]] = []
+        self._keys: list[tuple[bytes, tuple[str, ...] | None]] = []
         self._seen: set[bytes] = set()
         self._groups: set[tuple[str, int | None, int | None, int | None]] = set()
 
-    def add_row(self, name: bytes, key: bytes, value: bytes) -> None:
-        self._add(name, key, value)
+    def add_row(self, name: bytes, key: bytes, value: bytes, text: tuple[str, ...]) -> None:
+        self._add(name, key, value, text)
         self._seen.add(name)
 
-    def _add(self, name: bytes, key: bytes, value: bytes | None) -> None:
+    def _add(
+        self, name: bytes, key: bytes, value: bytes | None, text: tuple[str, ...] | None = None
+    ) -> None:
         """One raw Kafka row for the reader (offset = row number) and its side columns."""
         kept = self.state.keys.get(name)
         later = self.state.later is not None and name in self.state.later
         row = len(self._raw)
         self._raw.append((self.topic, 0, row, key, value))
+        self._keys.append((name, text))
         # the reader's (topic, value id, key id of a key-only row, old key id), known here:
         # no Spark job to find them
         self._groups.add(
@@ -142,9 +152,10 @@ class LakeSide:
         target: str,
         key_columns: list[str],
         timeout: float,
+        fix: LakeFix | None = None,
     ) -> LakeResult:
         """Judge the newest version of the lake table, re-read while keys are behind (module
-        docstring)."""
+        docstring); with `fix`, the keys of the last judgement that differ go there."""
         self._finish()
         schemas = SchemaSource(cfg.registry.url, _auth(cfg))
         try:
@@ -160,6 +171,7 @@ class LakeSide:
                 *key_columns,
                 *(sf.col(c).alias(f"__p_{c}") for c in data),
                 (~sf.col("_tombstone")).alias("__pg"),
+                "__row",
                 "__t_lsn",
                 "__t_deleted",
                 "__later",
@@ -174,10 +186,42 @@ class LakeSide:
                 judged = _judge(ours, lake, key_columns, data, self.state)
                 result = _summarise(judged, table, version, key_columns, data)
                 if not result.counts["behind"] or time.monotonic() > deadline:
+                    if fix is not None and not result.ok:
+                        self._to_fix(judged, fix)
                     return result
-                time.sleep(_POLL_S)
+                time.sleep(POLL_S)
         finally:
             ours.unpersist()
+
+    def _to_fix(self, judged: DataFrame, fix: LakeFix) -> None:
+        """The rows behind the keys that differ: PostgreSQL's to re-read, the others
+        (alive in the lake, not in PostgreSQL) to delete through the topic."""
+        differ = judged.where(sf.col("__kind").isin(*FIX_KINDS)).select("__row").collect()
+        for (row,) in differ:
+            if row is None:  # a key neither PostgreSQL nor the topic has
+                fix.left += 1
+                continue
+            name, text = self._keys[row]
+            kept = self.state.keys.get(name)
+            if text is not None:
+                fix.reread.append(text)
+            elif kept is not None:  # the topic knows the key: its newest record says where
+                fix.delete[name] = kept
+            else:  # changed after the point only (`state.later`)
+                fix.left += 1
+
+
+@dataclass
+class LakeFix:
+    """What `--repair` does for the lake's differing keys, through the topic: `reread`
+    (PostgreSQL's key text), `delete` (topic key states, deleted or not), and `left`: keys
+    it cannot fix, lake keys the topic never held (no key bytes nor partition to delete
+    them with: delete them from the lake) or changed only after the point (the next verify
+    judges them)."""
+
+    reread: list[tuple[str, ...]] = field(default_factory=list)
+    delete: dict[bytes, Kept] = field(default_factory=dict)
+    left: int = 0
 
 
 def _auth(cfg: Config) -> tuple[str, str] | None:
@@ -192,13 +236,7 @@ def _judge(
 ) -> DataFrame:
     """Each key with its kind (`KINDS`, or null when neither side has it alive) and the
     columns that differ."""
-    missing_meta = [m for m in ("_lsn", "_deleted") if m not in lake.columns]
-    if missing_meta:
-        raise VerifyError(
-            f"the lake table lacks {', '.join(missing_meta)}",
-            hint="verify reads tables written by bridge.spark.apply, which keeps "
-            + ", ".join(TARGET_META),
-        )
+    check_meta(lake)
     have = dict(zip(lake.columns, (f.dataType for f in lake.schema.fields), strict=True))
     ours_types = {f.name: f.dataType for f in ours.schema.fields}
     theirs = lake.select(
@@ -216,7 +254,32 @@ def _judge(
         sf.lit(True).alias("__d"),
     )
     both = ours.join(theirs, keys, "full_outer")
-    point, truncated = sf.lit(state.point), sf.lit(state.truncated)
+    differ = [
+        sf.when(~_same(sf.col(f"__p_{c}"), sf.col(f"__d_{c}"), ours_types[f"__p_{c}"]), sf.lit(c))
+        for c in data
+    ]
+    columns = sf.filter(sf.array(*differ), lambda x: x.isNotNull()) if differ else sf.array()
+    kind = lake_kind(columns, state.point, state.truncated)
+    return both.select(*keys, "__row", kind.alias("__kind"), columns.alias("__columns"))
+
+
+def check_meta(lake: DataFrame) -> None:
+    """The columns that say which change wrote a lake row (`_lsn`, `_deleted`) are there."""
+    missing_meta = [m for m in ("_lsn", "_deleted") if m not in lake.columns]
+    if missing_meta:
+        raise VerifyError(
+            f"the lake table lacks {', '.join(missing_meta)}",
+            hint="verify reads tables written by bridge.spark.apply, which keeps "
+            + ", ".join(TARGET_META),
+        )
+
+
+def lake_kind(columns: Column, point: int, truncated: int) -> Column:
+    """A key's kind (`LAKE_KINDS`, or null when neither side has it alive) from the lake's
+    row (`__d` present, `__d_lsn`, `__d_deleted`), the topic's newest change before the
+    point (`__t_lsn`, `__t_deleted`), `__pg` (PostgreSQL has the key), `__later` (the
+    topic changed it at or after the point) and the `columns` that differ; also
+    `bridge verify --spark --delta`'s (`bridge.verify.distributed`)."""
     d = sf.coalesce(sf.col("__d"), sf.lit(False))
     d_lsn = sf.coalesce(sf.col("__d_lsn"), sf.lit(0))
     d_live = d & ~sf.col("__d_deleted")
@@ -224,12 +287,7 @@ def _judge(
     t_live = t & ~sf.coalesce(sf.col("__t_deleted"), sf.lit(False))
     pg = sf.coalesce(sf.col("__pg"), sf.lit(False))
     later = sf.coalesce(sf.col("__later"), sf.lit(False))
-    differ = [
-        sf.when(~_same(sf.col(f"__p_{c}"), sf.col(f"__d_{c}"), ours_types[f"__p_{c}"]), sf.lit(c))
-        for c in data
-    ]
-    columns = sf.filter(sf.array(*differ), lambda x: x.isNotNull()) if differ else sf.array()
-    kind = (
+    return (
         sf.when(d & (d_lsn >= point), "after_point")
         .when(~d & later, "after_point")
         .when(t & ((~d & t_live) | (d & (d_lsn < sf.col("__t_lsn")))), "behind")
@@ -239,7 +297,6 @@ def _judge(
         .when(pg & d_live & (sf.size(columns) == 0), "equal")
         .when(pg & d_live, "different")
     )
-    return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"))
 
 
 def _same(a: Column, b: Column, kind: DataType) -> Column:

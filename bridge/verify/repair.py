@@ -20,6 +20,11 @@ and waits for Kafka's confirmation, and only then releases the lock. Every later
 of a key is committed after the lock, so it follows the delete in the partition. The
 role needs UPDATE, DELETE or TRUNCATE on the table for that lock mode, and INSERT on the
 signal table.
+
+The lake is repaired the same way, through the topic (never written here): `--delta`
+adds the keys that differ in the lake to those two lists (`bridge.verify.lake.LakeFix`),
+and the apply's next run brings the lake to PostgreSQL. `--spark` fills them from its
+Spark job (`bridge.verify.distributed`): one repair for every comparison.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class Repaired:
     reread: int = 0  # keys re-emitted by incremental snapshots
     deleted: int = 0  # ghost keys given a delete and a tombstone
     skipped: int = 0  # ghost keys changed since verification: left to the next verify
+    lake_left: int = 0  # lake keys it cannot fix (`bridge.verify.lake.LakeFix.left`)
 
 
 def repair(
@@ -73,6 +79,7 @@ def repair(
     """Fix what `found` reports; returns once the bridge delivered every re-read row."""
     out = Repaired()
     todo = [t for t in found.tables if t.skipped is None and not t.ok]
+    out.lake_left = sum(t.lake_left for t in todo)
     if any(t.reread_keys for t in todo) and cfg.snapshot.signal_table is None:
         raise ConfigError(
             "--repair re-reads rows through incremental snapshots, and "

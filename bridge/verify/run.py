@@ -40,7 +40,6 @@ from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.initial import table_topic_filter
 from bridge.snapshot.modes import TemporaryExport
 from bridge.snapshot.reader import (
-    TableJob,
     build_jobs,
     connect,
     export_again,
@@ -216,6 +215,7 @@ def verify(
     distributed: bool = False,
     spark_master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    keys_for_repair: bool = False,
 ) -> Verification:
     """Compare every captured table (or `tables`) with its topic at one point, and the
     tables named in `delta` (table -> lake table: `--lake`) with that lake table too, read
@@ -223,12 +223,14 @@ def verify(
     `bridge.spark.jars.spark_session`'s, and the settings `spark_conf`). A table's topic
     state beyond `memory_limit` bytes goes to disk (`bridge.verify.store`). `distributed`:
     each table is compared by a Spark job instead (`bridge.verify.distributed`), read there
-    inside the point's snapshot, which this process holds open meanwhile."""
+    inside the point's snapshot, which this process holds open meanwhile; it brings the keys
+    to fix to this process only when asked (`keys_for_repair`: a verification `--repair`
+    acts on), the single-machine comparison always."""
     with ExitStack() as opened:
         catalog_conn = libpq.connect(cfg.source.conninfo(), replication=False)
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
-        _check_delta(chosen, delta or {}, distributed)
+        _check_delta(chosen, delta or {})
         type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
         reader = connect(cfg.source.conninfo(), type_oids)
         opened.callback(reader.close)
@@ -258,21 +260,22 @@ def verify(
             if table.method != METHOD_KEY or key_schema is None:
                 result.skipped = "no primary key or replica identity index: rows have no key"
                 continue
+            decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
+            result.decoder, result.job, result.snapshot_table = decoder, job, table
+            target = (delta or {}).get(table.label)
             if distributed:
                 spark = spark or opened.enter_context(_session(spark_master, spark_conf))
-                _in_spark(spark, cfg, catalog_conn, reader, point, job, result, progress)
+                lake = None if target is None else (target, timeout)
+                _in_spark(
+                    spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair, lake
+                )
                 continue
-            decoder = Decoder(key_schema, job.encoder.table.envelope_schema, writer)
-            target = (delta or {}).get(table.label)
             with closing(
                 TopicState(
                     decoder, point, track_later=target is not None, memory_limit=memory_limit
                 )
             ) as state:
                 result.ends = read_topic(cfg, job.topic, state, timeout)
-                result.decoder = decoder
-                result.job = job
-                result.snapshot_table = table
                 if target is None:
                     compare_table(reader, table, job, state, result)
                 else:
@@ -309,14 +312,7 @@ def parse_settings(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def _check_delta(
-    chosen: Sequence[SnapshotTable], delta: Mapping[str, str], distributed: bool
-) -> None:
-    if distributed and delta:
-        raise ConfigError(
-            "--spark compares Kafka with PostgreSQL; --delta is not supported with it",
-            hint="verify the Delta tables in a run without --spark",
-        )
+def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:
     unknown = sorted(set(delta) - {t.label for t in chosen})
     if unknown:
         raise ConfigError(
@@ -334,8 +330,10 @@ def _with_lake(
     result: TableResult,
     timeout: float,
 ) -> None:
-    """`compare_table`, with PostgreSQL's rows also handed to the lake comparison."""
-    from bridge.verify.lake import LakeSide  # noqa: PLC0415 (pyspark: slow import)
+    """`compare_table`, with PostgreSQL's rows also handed to the lake comparison; the
+    keys that differ in the lake join those `--repair` fixes through the topic (so a row
+    changed behind the apply's back is re-emitted though Kafka holds it right)."""
+    from bridge.verify.lake import LakeFix, LakeSide  # noqa: PLC0415 (pyspark: slow import)
 
     assert result.snapshot_table is not None and result.job is not None
     key_schema = result.job.encoder.table.key_schema
@@ -343,7 +341,13 @@ def _with_lake(
     side = LakeSide(result.topic, state)
     compare_table(reader, result.snapshot_table, result.job, state, result, side)
     keys = [f["name"] for f in key_schema["fields"]]
-    result.lake = side.compare(spark, cfg, target, keys, timeout)
+    fix = LakeFix()
+    result.lake = side.compare(spark, cfg, target, keys, timeout, fix)
+    known = set(result.reread_keys)
+    result.reread_keys += [k for k in fix.reread if k not in known]
+    for name, kept in fix.delete.items():
+        result.ghost_keys.setdefault(name, kept)
+    result.lake_left = fix.left
 
 
 def _in_spark(
@@ -352,16 +356,20 @@ def _in_spark(
     catalog_conn: psycopg.Connection[Any],
     reader: psycopg.Connection[Any],
     point: int,
-    job: TableJob,
     result: TableResult,
     progress: Callable[[str], None],
+    keys_for_repair: bool,
+    lake: tuple[str, float] | None,
 ) -> None:
     """`bridge.verify.distributed.compare_in_spark`, its tasks reading inside `reader`'s
     snapshot (exported again for them: valid while `reader`'s transaction is open)."""
     from bridge.verify.distributed import compare_in_spark  # noqa: PLC0415 (pyspark: slow)
 
+    job = result.job
+    assert job is not None
     progress(f"{job.table.label}: comparing in Spark")
-    compare_in_spark(spark, cfg, catalog_conn, export_again(reader), point, job, result)
+    snapshot = export_again(reader)
+    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, keys_for_repair, lake)
     progress(f"{job.table.label}: {result.status}")
 
 

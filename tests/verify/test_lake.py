@@ -25,6 +25,7 @@ from bridge.config import Config
 from bridge.lsn import LSN
 from bridge.spark import apply_batch, read_changes
 from bridge.spark.formats import FORMATS, TableFormat, target_table
+from bridge.verify.repair import repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, await_delivered, verify
 from verify.live import bridge_config
@@ -66,6 +67,15 @@ def _items(result: Verification) -> Any:
     return found
 
 
+def _lake_verdict(result: Verification) -> Any:
+    """The lake's counts, differing columns and sample keys, and the Kafka counts."""
+    items = _items(result)
+    assert items.lake is not None
+    lake = items.lake
+    kafka = (items.equal, items.missing, items.ghosts, items.different)
+    return dict(lake.counts), dict(lake.columns), lake.samples, kafka
+
+
 @pytest.fixture
 def setup(stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str) -> Config:
     pg_conn.execute(SCHEMA)
@@ -97,6 +107,9 @@ def test_lake_table_checked_against_postgres(
         _delivered(cfg, pg_conn)
         _apply(spark, cfg, topic, target)
         clean = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        in_spark_clean = verify(
+            cfg, ["public.items"], timeout=60, delta=lake, spark=spark, distributed=True
+        )
         bridge.check()
 
         table = target_table(spark, target)  # its SQL name and the soft-delete column's
@@ -108,7 +121,15 @@ def test_lake_table_checked_against_postgres(
         pg_conn.execute("INSERT INTO items (id, amount) VALUES (200, 1)")  # not applied yet
         _delivered(cfg, pg_conn)  # in Kafka: verify's short --timeout is the lake's alone
         found = verify(cfg, ["public.items"], timeout=3, delta=lake, spark=spark)
+        in_spark = verify(
+            cfg, ["public.items"], timeout=3, delta=lake, spark=spark, distributed=True
+        )
         bridge.check()
+
+    # --spark --delta: the bucketed comparison with the lake as the other side finds the same
+    assert _lake_verdict(in_spark_clean) == _lake_verdict(clean)
+    assert _lake_verdict(in_spark) == _lake_verdict(found)
+    assert in_spark.ok is False and _items(in_spark).equal == 30
 
     items = _items(clean)
     assert clean.ok, as_json(clean)
@@ -137,3 +158,64 @@ def test_lake_table_checked_against_postgres(
     assert items.lake.version != pinned  # the newest version (snapshot) since the changes
     name = {"delta": "Delta", "iceberg": "Iceberg"}[table_format]
     assert f"public.items: {name} table {target}" in as_table(found)
+
+
+def test_repair_reemits_what_differs_only_in_the_lake(
+    setup: Config, pg_conn: psycopg.Connection[Any], spark: SparkSession, tmp_path: Path
+) -> None:
+    """Rows changed in the lake behind the apply's back while Kafka holds them right: verify
+    --delta finds them, --repair re-emits them through the topic (a changed and a deleted
+    row re-read, a revived row deleted again), and once the apply has run the lake equals
+    PostgreSQL. --spark --delta brings back the same keys to fix; the repair acts on
+    those."""
+    cfg = setup
+    path = str(tmp_path / "items")
+    topic = f"{cfg.kafka.topic_prefix}.public.items"
+    lake = {"public.items": path}
+    with running(cfg) as bridge:
+        for statement in WORKLOAD:
+            pg_conn.execute(statement)
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)
+        table = target_table(spark, path).sql
+        spark.sql(f"UPDATE {table} SET amount = 42 WHERE id = 3")
+        spark.sql(f"UPDATE {table} SET _deleted = true WHERE id = 4")
+        spark.sql(f"UPDATE {table} SET _deleted = false WHERE id = 7")  # deleted in PostgreSQL
+        found = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        in_spark = verify(
+            cfg,
+            ["public.items"],
+            timeout=60,
+            delta=lake,
+            spark=spark,
+            distributed=True,
+            keys_for_repair=True,
+        )
+        done = repair(cfg, in_spark, timeout=120)  # what --spark found: the same keys
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)  # the apply's next run
+        again = verify(cfg, ["public.items"], timeout=60, delta=lake, spark=spark)
+        again_in_spark = verify(
+            cfg, ["public.items"], timeout=60, delta=lake, spark=spark, distributed=True
+        )
+        bridge.check()
+
+    def to_fix(result: Verification) -> Any:
+        found = _items(result)
+        ghosts = {k: (v.partition, v.raw_key) for k, v in found.ghost_keys.items()}
+        return sorted(found.reread_keys), ghosts, found.lake_left
+
+    assert to_fix(in_spark) == to_fix(found)
+    assert _lake_verdict(in_spark) == _lake_verdict(found)
+    assert again_in_spark.ok, as_json(again_in_spark)
+
+    items = _items(found)
+    assert (items.equal, items.missing, items.ghosts, items.different) == (29, 0, 0, 0)
+    assert items.lake is not None and not items.ok
+    assert dict(items.lake.counts) == {"equal": 27, "different": 1, "missing": 1, "ghost": 1}
+    assert sorted(items.reread_keys) == [("3",), ("4",)]
+    assert [items.decoder.show_key(k) for k in items.ghost_keys] == ['{"id": 7}']
+    assert (done.reread, done.deleted, done.skipped, done.lake_left) == (2, 1, 0, 0)
+    assert again.ok, as_json(again)
+    assert _items(again).lake is not None
+    assert dict(_items(again).lake.counts) == {"equal": 29}

@@ -22,6 +22,7 @@ from schema.live import unique
 from toast_keys import big_text
 
 from bridge.config import Config
+from bridge.verify.repair import repair
 from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, verify
 from verify.live import bridge_config
@@ -123,3 +124,55 @@ def test_spark_variant_finds_what_verify_finds(
         "ghost": ['{"id": 3}', '{"id": 300}'],
     }
     assert "public.kinds: columns that differ: amount (1)" in as_table(in_spark)
+
+
+def _kinds(result: Verification) -> tuple[int, int, int, int]:
+    """(equal, missing, ghosts, different) of kinds, the one table verified."""
+    (t,) = result.tables
+    return t.equal, t.missing, t.ghosts, t.different
+
+
+def _to_fix(result: Verification) -> tuple[list[tuple[str, ...]], dict[bytes, tuple[int, bytes]]]:
+    """What --repair acts on for kinds: the keys to re-read (sorted: Spark collects them in
+    key order, the single-machine verify in PostgreSQL's) and each ghost's partition and
+    framed key."""
+    kinds = _by_table(result)["kinds"]
+    ghosts = {name: (k.partition, k.raw_key) for name, k in kinds.ghost_keys.items()}
+    return sorted(kinds.reread_keys), ghosts
+
+
+def test_spark_repair_converges(
+    setup: Config, pg_conn: psycopg.Connection[Any], spark: SparkSession
+) -> None:
+    """`verify --spark --repair`: the Spark comparison brings back the keys the
+    single-machine one finds (a ghost produced by hand, a changed row, a missing row, a
+    missing delete), the one repair fixes them, and a second Spark verification is equal."""
+    cfg = setup
+    kinds = ["public.kinds"]
+    with running(cfg) as bridge:
+        pg_conn.execute(WORKLOAD[0], {"big": "small"})  # kinds 1-40
+        publication = cfg.source.publication_name
+        pg_conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE kinds")
+        pg_conn.execute("UPDATE kinds SET amount = 99 WHERE id = 2")  # different
+        pg_conn.execute("INSERT INTO kinds (id, amount) VALUES (200, 1)")  # missing
+        pg_conn.execute("DELETE FROM kinds WHERE id = 3")  # a missing delete: a ghost
+        pg_conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE kinds")
+        _hand_made_ghost(cfg, f"{cfg.kafka.topic_prefix}.public.kinds", 300)
+
+        found = verify(cfg, kinds, timeout=120, spark=spark, distributed=True, keys_for_repair=True)
+        alone = verify(cfg, kinds, timeout=120)
+        done = repair(cfg, found, timeout=120)
+        again = verify(cfg, kinds, timeout=120, spark=spark, distributed=True)
+        bridge.check()
+
+    assert _kinds(found) == _kinds(alone) == (38, 1, 2, 1)
+    assert _to_fix(found) == _to_fix(alone)
+    reread, ghosts = _to_fix(found)
+    assert reread == [("2",), ("200",)]
+    assert {_by_table(found)["kinds"].decoder.show_key(k) for k in ghosts} == {
+        '{"id": 3}',
+        '{"id": 300}',
+    }
+    assert (done.reread, done.deleted, done.skipped) == (2, 2, 0)
+    assert again.ok, as_json(again)  # the CLI's exit code 0
+    assert _kinds(again) == (40, 0, 0, 0)

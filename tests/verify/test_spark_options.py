@@ -1,11 +1,8 @@
 """`bridge verify --spark`'s settings (pure, no servers): Spark's Kafka options from the
-bridge's Kafka section, the session's settings, and the option it cannot be combined with."""
+bridge's Kafka section and the session's settings."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -61,19 +58,3 @@ def test_spark_conf_settings() -> None:
     for bad in ("spark.driver.host", "=value"):
         with pytest.raises(ConfigError, match="--spark-conf"):
             parse_settings([bad])
-
-
-def test_cli_refuses_spark_with_repair(tmp_path: Path) -> None:
-    """Checked before anything is connected to: the keys to repair stay in Spark."""
-    path = tmp_path / "bridge.yaml"
-    path.write_text(json.dumps({"source": {"dbname": "nowhere"}}))
-    result = subprocess.run(
-        [sys.executable, "-m", "bridge", "verify", "-c", str(path), "--spark", "--repair"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 2, result.stderr  # a ConfigError
-    assert "--repair needs the keys to fix, which --spark leaves in Spark" in result.stderr
