@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from delivery.helpers import bridge_settings
 from running import PipelineThread
 from waiting import wait_for
+
+# What a partition's leader answers before it is elected (a topic just created).
+_NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 def settings(
@@ -79,10 +86,10 @@ class TopicReader:
         """
         if not self._assigned:
             wait_for(self._assign, timeout, f"topic {self.topic}")
-        ends = {}
-        for tp in self._partitions:
-            _, high = self._consumer.get_watermark_offsets(tp, timeout=10)
-            ends[tp.partition] = high
+        ends = {
+            tp.partition: wait_for(lambda tp=tp: self._high(tp), timeout, f"{tp}'s end")[0]
+            for tp in self._partitions
+        }
 
         def at_end() -> bool:
             positions = self._consumer.position(self._partitions)  # -1001 before any record
@@ -96,6 +103,16 @@ class TopicReader:
                 every=0,
             )
         return self.records
+
+    def _high(self, tp: TopicPartition) -> tuple[int] | None:
+        """(the partition's high watermark,); None while its leader is being elected (a
+        topic the bridge has just created), which the broker answers with an error."""
+        try:
+            return (int(self._consumer.get_watermark_offsets(tp, timeout=10)[1]),)
+        except KafkaException as exc:
+            if exc.args[0].code() in _NO_LEADER_YET:
+                return None
+            raise
 
     def _read_one(self) -> bool:
         msg = self._consumer.poll(0.2)
