@@ -402,13 +402,7 @@ def _judge_lake(
             sf.lit(None).cast("boolean").alias("__t_deleted"),
             sf.lit(None).cast("boolean").alias("__later"),
         )
-    p, d = sf.col("__p"), sf.col("__dh")
-    differ = [sf.when(p[i] != d[i], sf.lit(c)) for i, c in enumerate(data)]
-    columns = (
-        sf.filter(sf.array(*differ), lambda x: x.isNotNull())
-        if differ
-        else sf.array().cast("array<string>")
-    )
+    columns = _differing(sf.col("__p"), sf.col("__dh"), data)
     kind = lake_kind(columns, point, topic.truncated)
     return both.select(
         *keys, kind.alias("__kind"), columns.alias("__columns"), "__pg", "__t_lsn", *carry
@@ -461,12 +455,7 @@ def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) ->
         kafka.select(*keys, sf.col("__h").alias("__t")), keys, "full_outer"
     )
     p, t = sf.col("__p"), sf.col("__t")
-    differ = [sf.when(p[i] != t[i], sf.lit(c)) for i, c in enumerate(data)]
-    columns = (
-        sf.filter(sf.array(*differ), lambda x: x.isNotNull())
-        if differ
-        else sf.array().cast("array<string>")
-    )
+    columns = _differing(p, t, data)
     kind = (
         sf.when(t.isNull(), "missing")
         .when(p.isNull(), "ghost")
@@ -474,6 +463,14 @@ def _judge(pg: DataFrame, kafka: DataFrame, keys: list[str], data: list[str]) ->
         .otherwise("different")
     )
     return both.select(*keys, kind.alias("__kind"), columns.alias("__columns"), *carry)
+
+
+def _differing(ours: Column, theirs: Column, data: list[str]) -> Column:
+    """The names of the `data` columns whose hashes differ between two `__h` arrays."""
+    if not data:
+        return sf.array().cast("array<string>")
+    differ = [sf.when(ours[i] != theirs[i], sf.lit(c)) for i, c in enumerate(data)]
+    return sf.filter(sf.array(*differ), lambda x: x.isNotNull())
 
 
 def _keys_to_fix(
