@@ -27,7 +27,7 @@ from bridge.verify.report import as_json, as_table
 from bridge.verify.run import Verification, verify
 from verify.live import bridge_config
 from verify.test_lake import _delivered
-from verify.test_verify import SCHEMA, TABLES, WORKLOAD, _by_table, _counts, _hand_made_ghost
+from verify.test_verify import SCHEMA, TABLES, WORKLOAD, _by_table, _counts, _inject_faults
 
 
 @pytest.fixture
@@ -77,13 +77,7 @@ def test_spark_variant_finds_what_verify_finds(
         )
         bridge.check()
 
-        publication = cfg.source.publication_name
-        pg_conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE kinds")
-        pg_conn.execute("UPDATE kinds SET amount = 99 WHERE id = 2")  # different
-        pg_conn.execute("INSERT INTO kinds (id, amount) VALUES (200, 1)")  # missing
-        pg_conn.execute("DELETE FROM kinds WHERE id = 3")  # a missing delete: a ghost
-        pg_conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE kinds")
-        _hand_made_ghost(cfg, _by_table(clean)["kinds"].topic, 300)
+        _inject_faults(cfg, pg_conn, _by_table(clean)["kinds"].topic)
 
         in_spark = verify(cfg, timeout=120, spark=spark, distributed=True)
         alone = verify(cfg, timeout=120)
@@ -151,13 +145,7 @@ def test_spark_repair_converges(
     kinds = ["public.kinds"]
     with running(cfg) as bridge:
         pg_conn.execute(WORKLOAD[0], {"big": "small"})  # kinds 1-40
-        publication = cfg.source.publication_name
-        pg_conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE kinds")
-        pg_conn.execute("UPDATE kinds SET amount = 99 WHERE id = 2")  # different
-        pg_conn.execute("INSERT INTO kinds (id, amount) VALUES (200, 1)")  # missing
-        pg_conn.execute("DELETE FROM kinds WHERE id = 3")  # a missing delete: a ghost
-        pg_conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE kinds")
-        _hand_made_ghost(cfg, f"{cfg.kafka.topic_prefix}.public.kinds", 300)
+        _inject_faults(cfg, pg_conn, f"{cfg.kafka.topic_prefix}.public.kinds")
 
         found = verify(cfg, kinds, timeout=120, spark=spark, distributed=True, keys_for_repair=True)
         alone = verify(cfg, kinds, timeout=120)

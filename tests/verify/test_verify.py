@@ -93,6 +93,19 @@ def _everything(result: Verification) -> list[Any]:
     ]
 
 
+def _inject_faults(cfg: Config, conn: psycopg.Connection[Any], topic: str) -> None:
+    """What Kafka never gets, kinds 2, 3 and 200 changed while the table is out of the
+    publication (a different row, a missing delete: a ghost, a missing row), and a ghost
+    record produced by hand (kinds 300)."""
+    publication = cfg.source.publication_name
+    conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE kinds")
+    conn.execute("UPDATE kinds SET amount = 99 WHERE id = 2")  # different
+    conn.execute("INSERT INTO kinds (id, amount) VALUES (200, 1)")  # missing
+    conn.execute("DELETE FROM kinds WHERE id = 3")  # a missing delete: a ghost
+    conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE kinds")
+    _hand_made_ghost(cfg, topic, 300)
+
+
 def _hand_made_ghost(cfg: Config, topic: str, ghost_id: int) -> None:
     """A copy of the topic's first record with its key and id changed to `ghost_id`,
     produced to the same partition (schemas from the registry, as any producer would)."""
@@ -149,14 +162,8 @@ def test_clean_workload_then_injected_faults(
         decoded = {n: t.decoded for n, t in _by_table(clean).items() if n in TABLES}
         assert decoded == {"kinds": 10, "moved": 1, "trunc": 0}
 
-        publication = cfg.source.publication_name
-        pg_conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE kinds")
-        pg_conn.execute("UPDATE kinds SET amount = 99 WHERE id = 2")
-        pg_conn.execute("INSERT INTO kinds (id, amount) VALUES (200, 1)")
-        pg_conn.execute("DELETE FROM kinds WHERE id = 3")
-        pg_conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE kinds")
         topic = _by_table(clean)["kinds"].topic
-        _hand_made_ghost(cfg, topic, 300)
+        _inject_faults(cfg, pg_conn, topic)
 
         found = verify(cfg, timeout=120)
         bridge.check()
