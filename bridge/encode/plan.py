@@ -387,13 +387,17 @@ def _write_value(
     parts: list[bytes], keys: list[bytes], column: _Column, shape: int, text: bool, v: bytes
 ) -> None:
     """Append one non-NULL value (and set its key part)."""
-    if shape == _DECIMAL and v in _NUMERIC_SPECIAL:
-        column.special(v, True)
-        _write_converted(parts, keys, column, None, v)
-        return
     if shape in (_UTF8, _DECIMAL):
         if shape == _DECIMAL:
-            v = _decimal_bytes(v, column.decimal_scale, column.decimal_bound)
+            try:
+                v = _decimal_bytes(v, column.decimal_scale, column.decimal_bound)
+            except ValueError:
+                # NaN and ±Infinity parse as no number: looked for only when one fails
+                if v not in _NUMERIC_SPECIAL:
+                    raise
+                column.special(v, True)
+                _write_converted(parts, keys, column, None, v)
+                return
         elif not v.isascii():
             v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
         n = len(v)

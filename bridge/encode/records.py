@@ -176,6 +176,7 @@ def _source_layout() -> tuple[list[str], dict[str, Writer], bytes, bytes, bytes]
 
 _SOURCE_NAMES, _SOURCE_WRITERS, _SEQUENCE_SOME, _LONG_NULL, _LONG_SOME = _source_layout()
 _TEXT: Final = compile_value_writer("string")
+_SEQUENCE_END: Final = b'"]'  # closes the sequence's JSON array after the change's LSN
 
 
 def _nullable_long(value: int | None) -> bytes:
@@ -216,13 +217,14 @@ class SourceBlock:
 
     def bind(self, ts_ms: int, xid: int | None, commit_lsn: int | None) -> list[bytes]:
         """The block's bytes before, between and after the per-change fields (sequence,
-        the table's, lsn) with the transaction's own written in. Raises ValueError or
-        TypeError for a value the schema cannot hold."""
+        the table's, lsn) with the transaction's own written in, each run before a
+        nullable field ending in its non-null union branch, which a change always takes.
+        Raises ValueError or TypeError for a value the schema cannot hold."""
         runs = self._runs
         return [
-            runs[0] + long_bytes(ts_ms) + runs[1],
+            runs[0] + long_bytes(ts_ms) + runs[1] + _SEQUENCE_SOME,
             runs[2],
-            runs[3] + _nullable_long(xid) + runs[4],
+            runs[3] + _nullable_long(xid) + runs[4] + _LONG_SOME,
             runs[5] + _nullable_long(commit_lsn) + runs[6],
         ]
 
@@ -251,7 +253,17 @@ class TxSource:
     Built once per transaction, so it keeps plain fields and encodes only when a record
     asks for it."""
 
-    __slots__ = ("_bound", "_sequence", "block", "commit_lsn", "last_commit_lsn", "ts_ms", "xid")
+    __slots__ = (
+        "_bound",
+        "_digits",
+        "_head",
+        "_sequence",
+        "block",
+        "commit_lsn",
+        "last_commit_lsn",
+        "ts_ms",
+        "xid",
+    )
 
     def __init__(
         self,
@@ -268,6 +280,9 @@ class TxSource:
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
         self._bound: list[bytes] | None = None
         self._sequence = sequence_head(last_commit_lsn).encode()
+        # the sequence's length and head, kept while the changes' LSNs have `_digits` digits
+        self._digits = 0
+        self._head = b""
 
     @property
     def base(self) -> dict[str, Any]:
@@ -296,15 +311,19 @@ class TxSource:
         if bound is None:
             bound = self._bound = self.block.bind(self.ts_ms, self.xid, self.commit_lsn)
         at = long_bytes(lsn)
-        sequence = self._sequence + str(lsn).encode() + b'"]'
+        digits = str(lsn).encode()
+        if len(digits) != self._digits:
+            # the sequence string's length prefix changes only with the LSN's digit count
+            self._digits = len(digits)
+            head = self._sequence
+            self._head = long_bytes(len(head) + len(digits) + len(_SEQUENCE_END)) + head
         parts.append(bound[0])
-        parts.append(_SEQUENCE_SOME)
-        parts.append(long_bytes(len(sequence)))
-        parts.append(sequence)
+        parts.append(self._head)
+        parts.append(digits)
+        parts.append(_SEQUENCE_END)
         parts.append(bound[1])
         parts.append(tables)
         parts.append(bound[2])
-        parts.append(_LONG_SOME)
         parts.append(at)
         parts.append(bound[3])
 

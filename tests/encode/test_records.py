@@ -203,7 +203,7 @@ _longs = st.integers(-(2**63), 2**63 - 1)
     db=_names,
     xid=st.none() | _longs,
     lsn=_longs,
-    change_lsn=_longs,
+    change_lsns=st.lists(_longs, min_size=1, max_size=4),
     last_commit=st.none() | _longs,
     commit_ts=st.integers(-(2**62), 2**62),
     version=_names,
@@ -216,7 +216,7 @@ def test_source_block_parts_equal_fastavro(
     db: str,
     xid: int | None,
     lsn: int,
-    change_lsn: int,
+    change_lsns: list[int],
     last_commit: int | None,
     commit_ts: int,
     version: str,
@@ -224,18 +224,21 @@ def test_source_block_parts_equal_fastavro(
     schema: str,
     table: str,
 ) -> None:
-    """The pre-encoded source block is byte for byte what fastavro writes for its dict."""
+    """The pre-encoded source block is byte for byte what fastavro writes for its dict,
+    for every change of one transaction (the sequence's head is kept between changes
+    whose LSNs have as many digits)."""
     tx = TxSource(SourceBlock(server, db, version, snapshot), xid, lsn, commit_ts, last_commit)
-    buf = io.BytesIO()
-    sequence = json.dumps([None if last_commit is None else str(last_commit), str(change_lsn)])
-    datum = {**tx.base, "schema": schema, "table": table, "lsn": change_lsn}
-    datum["sequence"] = sequence.replace(", ", ",")
-    fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, datum)
     fields = bytearray()
     for name in (schema, table):
         fastavro.schemaless_writer(fields_buf := io.BytesIO(), "string", name)
         fields += fields_buf.getvalue()
-    assert tx.block_for(bytes(fields), change_lsn) == buf.getvalue()
+    for change_lsn in change_lsns:
+        buf = io.BytesIO()
+        sequence = json.dumps([None if last_commit is None else str(last_commit), str(change_lsn)])
+        datum = {**tx.base, "schema": schema, "table": table, "lsn": change_lsn}
+        datum["sequence"] = sequence.replace(", ", ",")
+        fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, datum)
+        assert tx.block_for(bytes(fields), change_lsn) == buf.getvalue()
 
 
 def test_source_block_refuses_values_outside_the_schema() -> None:
