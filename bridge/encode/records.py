@@ -257,7 +257,9 @@ class TxSource:
         "_bound",
         "_digits",
         "_head",
+        "_middle",
         "_sequence",
+        "_tables",
         "block",
         "commit_lsn",
         "last_commit_lsn",
@@ -280,9 +282,13 @@ class TxSource:
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
         self._bound: list[bytes] | None = None
         self._sequence = sequence_head(last_commit_lsn).encode()
-        # the sequence's length and head, kept while the changes' LSNs have `_digits` digits
+        # Pieces a change's block shares with the transaction's other changes, kept while
+        # they hold: up to the LSN's digits (while the LSNs have `_digits` digits), and
+        # from the sequence's end to the LSN (for the table whose fields are `_tables`).
         self._digits = 0
         self._head = b""
+        self._tables: bytes | None = None
+        self._middle = b""
 
     @property
     def base(self) -> dict[str, Any]:
@@ -316,14 +322,16 @@ class TxSource:
             # the sequence string's length prefix changes only with the LSN's digit count
             self._digits = len(digits)
             head = self._sequence
-            self._head = long_bytes(len(head) + len(digits) + len(_SEQUENCE_END)) + head
-        parts.append(bound[0])
+            length = long_bytes(len(head) + len(digits) + len(_SEQUENCE_END))
+            self._head = bound[0] + length + head
+        if tables is not self._tables:
+            self._tables = tables
+            self._middle = _SEQUENCE_END + bound[1] + tables + bound[2]
+        # five pieces, not nine: each piece costs the envelope's join about as much as
+        # a short concatenation, and these are joined once per transaction and table
         parts.append(self._head)
         parts.append(digits)
-        parts.append(_SEQUENCE_END)
-        parts.append(bound[1])
-        parts.append(tables)
-        parts.append(bound[2])
+        parts.append(self._middle)
         parts.append(at)
         parts.append(bound[3])
 
@@ -358,6 +366,7 @@ class ChangeEncoder:
 
     __slots__ = (
         "_clock",
+        "_insert_head",
         "_key_header",
         "_label",
         "_layout",
@@ -391,6 +400,7 @@ class ChangeEncoder:
         self._key_header = _HEADER.pack(0, key_id or 0) if has_key else None
         self.value_id = value_id  # the registered envelope schema's id
         self._value_header = _HEADER.pack(0, value_id)
+        self._insert_head = self._value_header + self._layout.after_only
         self._table_fields = table_fields(relation.namespace, relation.name)
 
     def check_binary(self) -> None:
@@ -419,7 +429,7 @@ class ChangeEncoder:
         if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
             # one record, no key comparison: the common case, the row and the source
             # block written straight into the envelope's parts
-            parts = [self._value_header, self._layout.after_only]
+            parts = [self._insert_head]
             plan = self._plan
             key = plan.write_parts(parts, new.kinds, new.values)
             try:
