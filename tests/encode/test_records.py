@@ -209,7 +209,7 @@ _longs = st.integers(-(2**63), 2**63 - 1)
     version=_names,
     snapshot=st.sampled_from(["false", "true", "last", "incremental"]),
     schema=_names,
-    table=_names,
+    tables=st.lists(_names, min_size=1, max_size=2),
 )
 def test_source_block_parts_equal_fastavro(
     server: str,
@@ -222,23 +222,28 @@ def test_source_block_parts_equal_fastavro(
     version: str,
     snapshot: str,
     schema: str,
-    table: str,
+    tables: list[str],
 ) -> None:
     """The pre-encoded source block is byte for byte what fastavro writes for its dict,
-    for every change of one transaction (the sequence's head is kept between changes
-    whose LSNs have as many digits)."""
+    for every change of one transaction, the changes taking the tables in turn (the
+    pieces kept between changes: the head while the LSNs have as many digits, the
+    middle while the table stays)."""
     tx = TxSource(SourceBlock(server, db, version, snapshot), xid, lsn, commit_ts, last_commit)
-    fields = bytearray()
-    for name in (schema, table):
-        fastavro.schemaless_writer(fields_buf := io.BytesIO(), "string", name)
-        fields += fields_buf.getvalue()
-    for change_lsn in change_lsns:
+    fields = {}
+    for table in tables:
+        encoded = bytearray()
+        for name in (schema, table):
+            fastavro.schemaless_writer(fields_buf := io.BytesIO(), "string", name)
+            encoded += fields_buf.getvalue()
+        fields[table] = bytes(encoded)
+    for i, change_lsn in enumerate(change_lsns * 2):
+        table = tables[i % len(tables)]
         buf = io.BytesIO()
         sequence = json.dumps([None if last_commit is None else str(last_commit), str(change_lsn)])
         datum = {**tx.base, "schema": schema, "table": table, "lsn": change_lsn}
         datum["sequence"] = sequence.replace(", ", ",")
         fastavro.schemaless_writer(buf, _SOURCE_SCHEMA, datum)
-        assert tx.block_for(bytes(fields), change_lsn) == buf.getvalue()
+        assert tx.block_for(fields[table], change_lsn) == buf.getvalue()
 
 
 def test_source_block_refuses_values_outside_the_schema() -> None:
