@@ -54,7 +54,9 @@ def long_bytes(value: int) -> bytes:
                 n >>= 7
             acc |= n << shift
             whole: int = acc
-            return whole.to_bytes((shift >> 3) + 1, "little")
+            # both as int, not i64: only then is to_bytes compiled to a direct call
+            size: int = (shift >> 3) + 1
+            return whole.to_bytes(size, "little")
         # 9 varint bytes (random 64-bit ids, hashes): the first seven gathered as above,
         # the last two apart (gathering eight would set the i64's sign bit)
         while shift < 56:
