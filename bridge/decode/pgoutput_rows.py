@@ -1,10 +1,10 @@
 """pgoutput row messages (Insert, Update, Delete) and their TupleData parts.
 
 This is the per-row hot path, kept apart from the rarer message types: every
-handler reads fields with precompiled `unpack_from` at explicit offsets and copies
-each column value out with one `bytes` slice. A slice never fails, so a value that
-runs past the end is caught either by the next read (IndexError / struct.error,
-converted by the decoder) or by the final end-of-message check.
+handler reads its integers byte by byte at explicit offsets and copies each column
+value out with one `bytes` slice. A slice never fails, so a value that runs past the
+end is caught either by the next read (IndexError, converted by the decoder) or by the
+final end-of-message check.
 
 Handlers take `(buf, pos, xid)` with defaults for the non-streamed case so the
 decoder can call them with just the buffer; streamed variants pass `pos=5` and the
@@ -13,14 +13,13 @@ transaction id read from bytes 1..4.
 
 from __future__ import annotations
 
-import struct
 from typing import Final
+
+from mypy_extensions import i64
 
 from bridge.decode.messages import Delete, Insert, TupleData, Update, new_tuple
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
-
-_RELID_TAG: Final = struct.Struct(">IB").unpack_from
 
 _N: Final = ord("N")
 # The kinds of an all-text or all-binary TupleData, by column count.
@@ -34,28 +33,40 @@ _UPDATE: Final = Update
 _DELETE: Final = Delete
 
 
+def _u32(buf: bytes, pos: i64) -> i64:
+    """The big-endian uint32 at `pos`, assembled from single bytes."""
+    b0: i64 = buf[pos]
+    b1: i64 = buf[pos + 1]
+    b2: i64 = buf[pos + 2]
+    b3: i64 = buf[pos + 3]
+    return (b0 << 24) | (b1 << 16) | (b2 << 8) | b3
+
+
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
     """Read a TupleData part at `pos`; returns it and the offset just past it."""
-    # Lengths are assembled from single bytes: compiled, that is native integer work,
-    # where struct's unpack_from builds and frees a tuple per column.
-    natts = (buf[pos] << 8) | buf[pos + 1]
-    pos += 2
+    # Offsets, lengths and kinds as i64: compiled, that is native integer work, where
+    # struct's unpack_from builds and frees a tuple per column and tagged ints check
+    # every shift and sum for overflow.
+    p: i64 = pos
+    hi: i64 = buf[p]
+    lo: i64 = buf[p + 1]
+    natts: i64 = (hi << 8) | lo
+    p += 2
     # Most rows are all text or all binary: their kinds are a shared constant, and a
     # bytearray is only written (an item assignment per column) from the first other on.
     kinds: bytearray | None = None
-    same = 116  # the kind of every column so far
+    same: i64 = 116  # the kind of every column so far
     values: list[bytes | None] = [None] * natts
     for i in range(natts):
-        kind = buf[pos]
+        kind: i64 = buf[p]
         if kind in (116, 98):  # 't', 'b'
-            size = (buf[pos + 1] << 24) | (buf[pos + 2] << 16) | (buf[pos + 3] << 8) | buf[pos + 4]
-            end = pos + 5 + size
-            values[i] = buf[pos + 5 : end]
-            pos = end
+            end = p + 5 + _u32(buf, p + 1)
+            values[i] = buf[p + 5 : end]
+            p = end
         elif kind in (110, 117):  # 'n', 'u'
-            pos += 1
+            p += 1
         else:
-            raise ProtocolError(type_name(buf), pos, f"unknown TupleData kind {chr(kind)!r}")
+            raise ProtocolError(type_name(buf), p, f"unknown TupleData kind {chr(kind)!r}")
         if kind != same:
             if i == 0 and kind == 98:
                 same = 98
@@ -65,7 +76,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
                 kinds[i] = kind
     return new_tuple(
         _TUPLE_DATA, (_uniform(same, natts) if kinds is None else bytes(kinds), tuple(values))
-    ), pos
+    ), p
 
 
 def _uniform(kind: int, natts: int) -> bytes:
@@ -82,7 +93,8 @@ def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:
 
 
 def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
-    relid, tag = _RELID_TAG(buf, pos)
+    relid = _u32(buf, pos)
+    tag = buf[pos + 4]
     if tag != _N:
         raise _tag_error(buf, pos + 4, tag, "'N'")
     new, end = read_tuple(buf, pos + 5)
@@ -92,7 +104,8 @@ def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
 
 
 def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
-    relid, tag = _RELID_TAG(buf, pos)
+    relid = _u32(buf, pos)
+    tag = buf[pos + 4]
     pos += 5
     old: TupleData | None = None
     old_kind = ""
@@ -110,7 +123,8 @@ def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
 
 
 def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
-    relid, tag = _RELID_TAG(buf, pos)
+    relid = _u32(buf, pos)
+    tag = buf[pos + 4]
     if tag not in (75, 79):  # 'K', 'O'
         raise _tag_error(buf, pos + 4, tag, "'K' or 'O'")
     old, end = read_tuple(buf, pos + 5)

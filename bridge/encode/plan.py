@@ -4,7 +4,7 @@ Built once per table version (when its Relation arrives) from the column types t
 `bridge.schema.table.TableCodec` holds. One loop, compiled with the rest of the hot path
 (setup.py), reads each column's wire bytes and appends its Avro encoding, dispatching on
 the shape its declared wire form (`bridge.schema.pgtypes.Wire`) gives it: text that
-already is the Avro string's bytes is copied, integers are parsed with int() and
+already is the Avro string's bytes is copied, integers are parsed by `parse_int` and
 zigzag-encoded, numeric(p, s) digits become the decimal's bytes, float8, bool and
 timestamptz are converted inline; anything else goes through the column's converter
 (`bridge.encode.columns`) and its compiled value writer (`bridge.encode.avro`).
@@ -36,7 +36,7 @@ from bridge.encode.columns import (
     text_is_value,
 )
 from bridge.encode.rewrite import rewritten
-from bridge.encode.textvalues import wire_timestamptz
+from bridge.encode.textvalues import parse_int, wire_timestamptz
 from bridge.errors import ProtocolError, SchemaError, ValueConversionError
 from bridge.schema.pgtypes import ColumnType, Wire
 from bridge.schema.table import UNAVAILABLE, TableCodec
@@ -48,12 +48,15 @@ _CONVERT: Final = 0  # the converter, then the value writer (integers directly)
 _UTF8: Final = 1  # the wire bytes are the Avro string's bytes (validated as UTF-8)
 _DECIMAL: Final = 2  # numeric(p, s) text -> the decimal's two's-complement bytes
 # From here on, shapes written without converter and writer unless part of the key.
-_INT: Final = 7  # int() of the text, an Avro long
+_INT: Final = 7  # parse_int of the text, an Avro long
 _DOUBLE: Final = 8  # float() of the text
 _BOOL: Final = 9  # 't' or 'f'
 _TIMESTAMPTZ: Final = 10  # wire_timestamptz, an Avro long
 
 _PACK_DOUBLE: Final = struct.Struct("<d").pack
+# Called through the method descriptor: compiled, `v.isascii()` looks the method up by name
+# on every value.
+_IS_ASCII: Final = bytes.isascii
 # A union's branch index as its first byte (the Avro long 0 or 1, zigzag: 0x00 or 0x02):
 # in ["null", T] (every key field and most row fields) null is branch 0, the value 1; a
 # row field with a default is [T, "null"], the other way round (`_Column.null`, `.some`).
@@ -398,7 +401,7 @@ def _write_value(
                 column.special(v, True)
                 _write_converted(parts, keys, column, None, v)
                 return
-        elif not v.isascii():
+        elif not _IS_ASCII(v):
             v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
         n = len(v)
         if n < 64:
@@ -463,7 +466,7 @@ def _write_inline(parts: list[bytes], column: _Column, shape: int, v: bytes) -> 
     if shape == _DOUBLE:
         parts.append(_PACK_DOUBLE(float(v)))
     elif shape == _INT:
-        parts.append(long_bytes(int(v)))
+        parts.append(long_bytes(parse_int(v)))
     else:
         us = wire_timestamptz(v)
         if not column.low <= us <= column.high:
@@ -477,7 +480,7 @@ def _decimal_bytes(text: bytes, scale: int, bound: int) -> bytes:
     whole, _, fraction = text.partition(b".")
     if len(fraction) > scale:
         raise ValueError("more fraction digits than the scale")
-    unscaled = int(whole + fraction + b"0" * (scale - len(fraction)))
+    unscaled = parse_int(whole + fraction + b"0" * (scale - len(fraction)))
     if not -bound < unscaled < bound:
         raise ValueError("more digits than the precision")
     return decimal_bytes(unscaled)

@@ -227,11 +227,27 @@ def _digits(raw: bytes, at: i64, count: i64) -> i64:
     """The number written by `count` ASCII digits at `at`, or -1."""
     value: i64 = 0
     for i in range(at, at + count):
-        digit: i64 = raw[i] - 48
+        code: i64 = raw[i]  # then native arithmetic, not a tagged int's checked one
+        digit = code - 48
         if not 0 <= digit <= 9:
             return -1
         value = value * 10 + digit
     return value
+
+
+def parse_int(raw: bytes) -> int:
+    """int(raw), for the integers in text tuples: what the server prints ('-' and up to
+    18 digits, which an i64 holds) is read digit by digit, natively once compiled, where
+    int() goes through the type call and the general string parser. Anything else is
+    int()'s, error message included."""
+    size: i64 = len(raw)
+    if 0 < size <= 18:
+        negative = raw[0] == _DASH
+        start: i64 = 1 if negative else 0
+        value = _digits(raw, start, size - start) if size > start else -1
+        if value >= 0:
+            return -value if negative else value
+    return int(raw)
 
 
 # Complex on purpose (C901): the one-pass reader of every timestamptz value in text tuples,

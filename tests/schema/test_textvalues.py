@@ -223,6 +223,25 @@ def test_digit_by_digit_date_leaves_other_text_to_the_general_parser(text: str) 
     assert _outcome(tv.wire_date, text.encode()) == _outcome(tv.parse_date, text)
 
 
+@given(st.integers(-(10**40), 10**40))
+def test_digit_by_digit_int_agrees_with_int(value: int) -> None:
+    """What the server prints for int2/4/8, oid, xid8 and numeric's unscaled digits,
+    either side of the 18 digits read natively."""
+    assert tv.parse_int(str(value).encode()) == value
+
+
+@given(st.binary(max_size=24) | st.text("-+ _0123456789\u0663", max_size=24).map(str.encode))
+def test_digit_by_digit_int_leaves_other_text_to_int(text: bytes) -> None:
+    assert _outcome(tv.parse_int, text) == _outcome(int, text)
+
+
+@pytest.mark.parametrize(
+    "text", [b"", b"-", b"+5", b" 7", b"7 ", b"1_000", b"--1", b"12a", b"9" * 18, b"-" + b"9" * 19]
+)
+def test_int_text_edges(text: bytes) -> None:
+    assert _outcome(tv.parse_int, text) == _outcome(int, text)
+
+
 @pytest.mark.parametrize("year", [1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999])
 def test_valid_date_matches_the_calendar(year: int) -> None:
     for month in range(0, 14):
