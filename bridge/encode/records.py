@@ -122,19 +122,24 @@ class EnvelopeLayout:
             raise SchemaError("envelope field source is not schemas/source.avsc")
         op = compile_value_writer(fields["op"])
         self.ops = {name: _encoded(op, name) for name in _OPS}
-        self._ts_ms = compile_value_writer(fields["ts_ms"])
+        self._ts_some = _union_tags(fields["ts_ms"], "ts_ms")[1]
         self._unchanged = compile_value_writer(fields["unchanged_fields"])
         self._specials = compile_value_writer(fields["special_values"])
         self._no_transaction = _encoded(compile_value_writer(fields["transaction"]), None)
+        # what follows ts_ms in nearly every record: no unchanged fields, no special values
+        self._plain_rest = self._rest(None, None)
         self.after_only = self.row_null + self.row_some  # before: null, after: a row
 
     def tail(
         self, ms: int, unchanged: list[str] | None, specials: dict[str, str] | None = None
     ) -> bytes:
         """ts_ms, transaction (always null), unchanged_fields and special_values."""
-        out = bytearray()
-        self._ts_ms(out, ms)
-        out += self._no_transaction
+        plain = unchanged is None and not specials
+        rest = self._plain_rest if plain else self._rest(unchanged, specials)
+        return self._ts_some + long_bytes(ms) + rest
+
+    def _rest(self, unchanged: list[str] | None, specials: dict[str, str] | None) -> bytes:
+        out = bytearray(self._no_transaction)
         self._unchanged(out, unchanged)
         self._specials(out, specials or None)
         return bytes(out)
