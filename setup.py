@@ -27,6 +27,7 @@ from setuptools import setup
 
 HOT_PATH = [
     # per replication message: the COPY data read, the envelope, the status positions
+    "bridge/source/wire.py",
     "bridge/source/envelope.py",
     "bridge/source/status.py",
     "bridge/source/stream.py",

@@ -132,7 +132,7 @@ class Drain:
                     if time.monotonic() > deadline:
                         raise SystemExit(f"timed out after {timeout:.0f}s with {rows} rows")
                     continue
-                raw = bytes(data.payload)
+                raw = data.payload
                 payload += len(raw)
                 for event in feed(decode(raw), raw, data.wal_start, data.wal_end):
                     if type(event) is Change:

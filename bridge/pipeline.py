@@ -291,7 +291,7 @@ class Pipeline:
             if data is None:
                 self._idle()
                 continue
-            raw = bytes(data.payload)
+            raw = data.payload
             unserviced = 0
             for event in assembler.feed(decode(raw), raw, data.wal_start, data.wal_end):
                 unserviced += 1

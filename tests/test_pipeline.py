@@ -60,9 +60,9 @@ class FakeConnection:
         self.on_empty: Callable[[], None] = lambda: None
         self.closed = False
 
-    def read_copy(self, timeout: float) -> memoryview | None:
+    def read_copy(self, timeout: float) -> bytes | None:
         if self.frames:
-            return memoryview(self.frames.popleft())
+            return self.frames.popleft()
         self.on_empty()
         return None
 
@@ -346,7 +346,7 @@ def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path:
 
 
 class _Dropped(FakeConnection):
-    def read_copy(self, timeout: float) -> memoryview | None:
+    def read_copy(self, timeout: float) -> bytes | None:
         if not self.frames:
             raise SourceError("test: replication connection lost while streaming")
         return super().read_copy(timeout)

@@ -39,6 +39,7 @@ from bridge.decode.pgoutput_options import check_proto_version, pgoutput_options
 from bridge.decode.pgoutput_rows import decode_delete, decode_insert, decode_update
 from bridge.decode.reader import U32, end_error, expect_end, read_bytes, read_cstring
 from bridge.errors import ProtocolError
+from bridge.source.wire import i64be, u32, u64
 
 __all__ = ["PgoutputDecoder", "pgoutput_options"]
 
@@ -51,8 +52,6 @@ class _Body(Protocol):
     def __call__(self, buf: bytes, pos: int = 1, xid: int | None = None, /) -> Message: ...
 
 
-_BEGIN: Final = struct.Struct(">QqI").unpack_from
-_COMMIT: Final = struct.Struct(">BQQq").unpack_from
 _LSN: Final = struct.Struct(">Q").unpack_from
 _OID_TYPMOD: Final = struct.Struct(">Ii").unpack_from
 _REL_HEAD: Final = struct.Struct(">BH").unpack_from
@@ -76,15 +75,16 @@ def _fixed(buf: bytes, size: int) -> None:
         raise end_error(buf, size)
 
 
+# Begin and Commit, once per transaction each, read their fields natively (wire).
 def _begin(buf: bytes) -> Begin:
     _fixed(buf, 21)
-    begin: Begin = new_tuple(_BEGIN_T, _BEGIN(buf, 1))
+    begin: Begin = new_tuple(_BEGIN_T, (u64(buf, 1), i64be(buf, 9), u32(buf, 17)))
     return begin
 
 
 def _commit(buf: bytes) -> Commit:
     _fixed(buf, 26)
-    commit: Commit = new_tuple(_COMMIT_T, _COMMIT(buf, 1))
+    commit: Commit = new_tuple(_COMMIT_T, (buf[1], u64(buf, 2), u64(buf, 10), i64be(buf, 18)))
     return commit
 
 

@@ -20,6 +20,7 @@ from mypy_extensions import i64
 from bridge.decode.messages import Delete, Insert, TupleData, Update, new_tuple
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
+from bridge.source.wire import u32
 
 _N: Final = ord("N")
 # The kinds of an all-text or all-binary TupleData, by column count.
@@ -31,15 +32,6 @@ _TUPLE_DATA: Final = TupleData
 _INSERT: Final = Insert
 _UPDATE: Final = Update
 _DELETE: Final = Delete
-
-
-def _u32(buf: bytes, pos: i64) -> i64:
-    """The big-endian uint32 at `pos`, assembled from single bytes."""
-    b0: i64 = buf[pos]
-    b1: i64 = buf[pos + 1]
-    b2: i64 = buf[pos + 2]
-    b3: i64 = buf[pos + 3]
-    return (b0 << 24) | (b1 << 16) | (b2 << 8) | b3
 
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
@@ -60,7 +52,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
     for i in range(natts):
         kind: i64 = buf[p]
         if kind in (116, 98):  # 't', 'b'
-            end = p + 5 + _u32(buf, p + 1)
+            end = p + 5 + u32(buf, p + 1)
             values[i] = buf[p + 5 : end]
             p = end
         elif kind in (110, 117):  # 'n', 'u'
@@ -93,7 +85,7 @@ def _tag_error(buf: bytes, pos: int, tag: int, expected: str) -> ProtocolError:
 
 
 def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
-    relid = _u32(buf, pos)
+    relid = u32(buf, pos)
     tag = buf[pos + 4]
     if tag != _N:
         raise _tag_error(buf, pos + 4, tag, "'N'")
@@ -104,7 +96,7 @@ def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
 
 
 def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
-    relid = _u32(buf, pos)
+    relid = u32(buf, pos)
     tag = buf[pos + 4]
     pos += 5
     old: TupleData | None = None
@@ -123,7 +115,7 @@ def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
 
 
 def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
-    relid = _u32(buf, pos)
+    relid = u32(buf, pos)
     tag = buf[pos + 4]
     if tag not in (75, 79):  # 'K', 'O'
         raise _tag_error(buf, pos + 4, tag, "'K' or 'O'")

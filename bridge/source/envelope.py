@@ -11,15 +11,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from bridge.errors import ProtocolError
+from bridge.source.wire import i64be, u64
 
 # Timestamps on the wire (send_time, commit times, status updates) count µs from 2000-01-01.
 PG_EPOCH_OFFSET_US: Final = 946_684_800_000_000  # 2000-01-01 minus 1970-01-01, in µs
 
-# Bound methods and sizes as Final statics: `parse` runs once per message.
-_XLOG: Final = struct.Struct(">QQQ").unpack_from  # wal_start, wal_end, send_time
-_XLOG_END: Final = 25  # tag + header: where the payload starts
-_KEEPALIVE: Final = struct.Struct(">QQB").unpack_from  # wal_end, send_time, reply_requested
-_KEEPALIVE_LEN: Final = 18
+_XLOG_END: Final = 25  # tag, wal_start, wal_end, send_time: where the payload starts
+_KEEPALIVE_LEN: Final = 18  # tag, wal_end, send_time, reply_requested
 _STATUS: Final = struct.Struct(">cQQQQB")
 
 
@@ -30,7 +28,7 @@ class XLogData:
     dataclass or NamedTuple would run a Python-level constructor per message.
     """
 
-    def __init__(self, wal_start: int, wal_end: int, send_time: int, payload: memoryview) -> None:
+    def __init__(self, wal_start: int, wal_end: int, send_time: int, payload: bytes) -> None:
         self.wal_start = wal_start
         self.wal_end = wal_end
         self.send_time = send_time
@@ -44,23 +42,21 @@ class Keepalive:
     reply_requested: bool
 
 
-def parse(data: bytes | memoryview) -> XLogData | Keepalive:
-    """Split one CopyData message from the walsender into envelope and payload."""
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    size = len(view)
+def parse(data: bytes) -> XLogData | Keepalive:
+    """Split one CopyData message from the walsender into envelope and payload (the
+    payload a copy: the decoders read immutable bytes)."""
+    size = len(data)
     if not size:
         raise ProtocolError("?", 0, "empty CopyData message")
-    tag = view[0]
+    tag = data[0]
     if tag == 0x77:  # 'w'
         if size < _XLOG_END:
             raise ProtocolError("w", size, "XLogData header truncated")
-        start, end, ts = _XLOG(view, 1)
-        return XLogData(start, end, ts, view[_XLOG_END:])
+        return XLogData(u64(data, 1), u64(data, 9), i64be(data, 17), data[_XLOG_END:])
     if tag == 0x6B:  # 'k'
         if size != _KEEPALIVE_LEN:
             raise ProtocolError("k", size, f"keepalive must be 18 bytes, got {size}")
-        end, ts, reply = _KEEPALIVE(view, 1)
-        return Keepalive(end, ts, reply != 0)
+        return Keepalive(u64(data, 1), i64be(data, 9), data[17] != 0)
     raise ProtocolError(chr(tag), 0, "unknown replication envelope message")
 
 

@@ -121,8 +121,9 @@ class ReplicationConnection:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._pg.socket, selectors.EVENT_READ)
 
-    def read_copy(self, timeout: float) -> memoryview | None:
-        """Next CopyData message, or None if none arrived within `timeout` seconds."""
+    def read_copy(self, timeout: float) -> bytes | None:
+        """Next CopyData message (copied out of libpq's buffer), or None if none arrived
+        within `timeout` seconds."""
         assert self._selector is not None, "read_copy before start_copy_both"
         nbytes, data = self._pg.get_copy_data(1)
         if nbytes == 0:
@@ -133,7 +134,7 @@ class ReplicationConnection:
             if nbytes == 0:
                 return None
         if nbytes > 0:
-            return data  # psycopg's memoryview over libpq's buffer
+            return bytes(data)  # from psycopg's memoryview over libpq's buffer
         self._end_of_copy()
 
     def write_copy(self, data: bytes) -> None:

@@ -86,7 +86,7 @@ class LiveSource:
             data = self.stream.read(0.5)
             if data is None:
                 return False
-            raw = bytes(data.payload)
+            raw = data.payload
             msg = decode(raw)
             self.messages.append(msg)
             for event in feed(msg, raw, data.wal_start, data.wal_end):

@@ -110,7 +110,7 @@ class Capture:
                 return True
             data = self.stream.read(0.2)
             if data is not None:
-                raw = bytes(data.payload)
+                raw = data.payload
                 msg = self.decoder.decode(raw)
                 self.messages.append(msg)
                 for event in self.assembler.feed(msg, raw, data.wal_start, data.wal_end):

@@ -14,7 +14,7 @@ def test_xlogdata() -> None:
     msg = parse(raw)
     assert isinstance(msg, XLogData)
     assert (msg.wal_start, msg.wal_end, msg.send_time) == (1, 2, 3)
-    assert bytes(msg.payload) == b"Bpayload"
+    assert msg.payload == b"Bpayload"
 
 
 def test_keepalive() -> None:
