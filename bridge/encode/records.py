@@ -184,10 +184,6 @@ _TEXT: Final = compile_value_writer("string")
 _SEQUENCE_END: Final = b'"]'  # closes the sequence's JSON array after the change's LSN
 
 
-def _nullable_long(value: int | None) -> bytes:
-    return _LONG_NULL if value is None else _LONG_SOME + long_bytes(value)
-
-
 class SourceBlock:
     """Debezium's source block (`schemas/source.avsc`) for one server, database, version
     and snapshot flag: the fields fixed for all of them are encoded here once, so a
@@ -195,7 +191,18 @@ class SourceBlock:
     the table's schema and table, `lsn`). The pipeline keeps one for its run; a snapshot
     reader one per chunk."""
 
-    __slots__ = ("_runs", "fixed")
+    __slots__ = (
+        "_after_ts",
+        "_before_ts",
+        "_between",
+        "_commit_lsn_null",
+        "_commit_lsn_some",
+        "_end",
+        "_xid_null",
+        "_xid_some",
+        "_xid_tail",
+        "fixed",
+    )
 
     def __init__(self, server: str, db: str, version: str, snapshot: str = "false") -> None:
         self.fixed: dict[str, Any] = {
@@ -210,27 +217,39 @@ class SourceBlock:
         if missing:
             raise SchemaError(f"source block: no value for {sorted(missing)}")
         # the fixed fields' bytes before, between and after the varying fields
-        self._runs: list[bytes] = []
+        runs: list[bytes] = []
         fixed = bytearray()
         for name in _SOURCE_NAMES:
             if name in self.fixed:
                 _SOURCE_WRITERS[name](fixed, self.fixed[name])
             else:
-                self._runs.append(bytes(fixed))
+                runs.append(bytes(fixed))
                 fixed = bytearray()
-        self._runs.append(bytes(fixed))
+        runs.append(bytes(fixed))
+        # ... joined with the union branches around them, so that `bind` (once per
+        # transaction) concatenates only around the transaction's own values
+        self._before_ts = runs[0]
+        self._after_ts = runs[1] + _SEQUENCE_SOME
+        self._between = runs[2]
+        self._xid_some = runs[3] + _LONG_SOME
+        self._xid_tail = runs[4] + _LONG_SOME
+        self._xid_null = runs[3] + _LONG_NULL + self._xid_tail
+        self._commit_lsn_some = runs[5] + _LONG_SOME
+        self._end = runs[6]
+        self._commit_lsn_null = runs[5] + _LONG_NULL + self._end
 
     def bind(self, ts_ms: int, xid: int | None, commit_lsn: int | None) -> list[bytes]:
         """The block's bytes before, between and after the per-change fields (sequence,
         the table's, lsn) with the transaction's own written in, each run before a
         nullable field ending in its non-null union branch, which a change always takes.
         Raises ValueError or TypeError for a value the schema cannot hold."""
-        runs = self._runs
         return [
-            runs[0] + long_bytes(ts_ms) + runs[1] + _SEQUENCE_SOME,
-            runs[2],
-            runs[3] + _nullable_long(xid) + runs[4] + _LONG_SOME,
-            runs[5] + _nullable_long(commit_lsn) + runs[6],
+            self._before_ts + long_bytes(ts_ms) + self._after_ts,
+            self._between,
+            self._xid_null if xid is None else self._xid_some + long_bytes(xid) + self._xid_tail,
+            self._commit_lsn_null
+            if commit_lsn is None
+            else self._commit_lsn_some + long_bytes(commit_lsn) + self._end,
         ]
 
 
@@ -242,12 +261,13 @@ def table_fields(schema: str, table: str) -> bytes:
     return bytes(out)
 
 
-def sequence_head(last_commit_lsn: int | None) -> str:
+def sequence_head(last_commit_lsn: int | None) -> bytes:
     """Debezium's `source.sequence` is the JSON array [last commit LSN, this LSN] of
     strings, the first null while no commit was seen (Debezium's SourceInfo.sequence()):
     this is the part before the change's LSN, the same for a whole transaction."""
-    last = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
-    return f'[{last},"'
+    if last_commit_lsn is None:
+        return b'[null,"'
+    return b'["' + str(last_commit_lsn).encode() + b'","'
 
 
 class TxSource:
@@ -286,7 +306,7 @@ class TxSource:
         self.last_commit_lsn = last_commit_lsn
         self.ts_ms = (commit_ts + PG_EPOCH_OFFSET_US) // 1000
         self._bound: list[bytes] | None = None
-        self._sequence = sequence_head(last_commit_lsn).encode()
+        self._sequence = sequence_head(last_commit_lsn)
         # Pieces a change's block shares with the transaction's other changes, kept while
         # they hold: up to the LSN's digits (while the LSNs have `_digits` digits), and
         # from the sequence's end to the LSN (for the table whose fields are `_tables`).
