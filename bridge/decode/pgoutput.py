@@ -37,7 +37,7 @@ from bridge.decode.messages import (
 )
 from bridge.decode.pgoutput_options import check_proto_version, pgoutput_options
 from bridge.decode.pgoutput_rows import decode_delete, decode_insert, decode_update
-from bridge.decode.reader import U32, end_error, expect_end, read_bytes, read_cstring
+from bridge.decode.reader import end_error, expect_end, read_bytes, read_cstring
 from bridge.errors import ProtocolError
 from bridge.source.wire import i64be, u32, u64
 
@@ -102,7 +102,7 @@ def _namespace(buf: bytes, pos: int) -> tuple[str, int]:
 
 
 def _relation(buf: bytes, pos: int = 1, xid: int | None = None) -> Relation:
-    (oid,) = U32(buf, pos)
+    oid = u32(buf, pos)
     namespace, pos = _namespace(buf, pos + 4)
     name, pos = read_cstring(buf, pos)
     replident, natts = _REL_HEAD(buf, pos)
@@ -119,7 +119,7 @@ def _relation(buf: bytes, pos: int = 1, xid: int | None = None) -> Relation:
 
 
 def _type(buf: bytes, pos: int = 1, xid: int | None = None) -> TypeMessage:
-    (oid,) = U32(buf, pos)
+    oid = u32(buf, pos)
     namespace, pos = _namespace(buf, pos + 4)
     name, pos = read_cstring(buf, pos)
     expect_end(buf, pos)
@@ -137,7 +137,7 @@ def _truncate(buf: bytes, pos: int = 1, xid: int | None = None) -> Truncate:
 def _message(buf: bytes, pos: int = 1, xid: int | None = None) -> LogicalMessage:
     flags, lsn = _MSG_HEAD(buf, pos)
     prefix, pos = read_cstring(buf, pos + 9)
-    (size,) = U32(buf, pos)
+    size = u32(buf, pos)
     content, pos = read_bytes(buf, pos + 4, size)
     expect_end(buf, pos)
     return LogicalMessage(xid, bool(flags & 1), lsn, prefix, content)
@@ -205,7 +205,7 @@ def _streamed(body: _Body) -> Handler:
     """Wrap a handler for use inside a stream block, where an xid follows the type byte."""
 
     def handler(buf: bytes) -> Message:
-        return body(buf, 5, U32(buf, 1)[0])
+        return body(buf, 5, u32(buf, 1))
 
     return handler
 

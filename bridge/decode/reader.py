@@ -1,9 +1,10 @@
 """Bounds-checked primitives shared by the decoders.
 
-Decoders work on an immutable `bytes` message and explicit offsets: `unpack_from`
-with precompiled big-endian formats reads fields without slicing, and a slice of
-`bytes` is already the owned copy a value needs. Every helper here turns bad input
-into `ProtocolError`, so callers never see `struct.error` or `UnicodeDecodeError`.
+Decoders work on an immutable `bytes` message and explicit offsets: integers are read
+without slicing (`bridge.source.wire`, or `unpack_from` with precompiled big-endian
+formats), and a slice of `bytes` is already the owned copy a value needs. Every helper
+here turns bad input into `ProtocolError`, so callers never see `struct.error` or
+`UnicodeDecodeError`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,10 @@ import struct
 
 from bridge.errors import ProtocolError
 
-# Bound `unpack_from` methods of network-order (big-endian) formats.
-U8 = struct.Struct(">B").unpack_from
+# Bound `unpack_from` methods of network-order (big-endian) formats, for pglogical's
+# rarer fields (`bridge.source.wire` has the native readers of the per-message ones).
 U16 = struct.Struct(">H").unpack_from
-U32 = struct.Struct(">I").unpack_from
 I32 = struct.Struct(">i").unpack_from
-U64 = struct.Struct(">Q").unpack_from
-I64 = struct.Struct(">q").unpack_from
 
 
 def type_name(buf: bytes) -> str:
