@@ -34,6 +34,7 @@ _ZIGZAG_MIN: Final = -(1 << 62)  # zigzag of [-2**62, 2**62) fits a signed 64-bi
 _ZIGZAG_MAX: Final = (1 << 62) - 1
 _GATHERED_MAX: Final = 1 << 56  # zigzag values of at most 8 varint bytes
 _ONE_BYTE: Final = tuple(bytes([n]) for n in range(0x80))
+_PACK_9: Final = struct.Struct("<qB").pack  # a 9-byte varint: eight bytes as an i64, one
 
 
 def long_bytes(value: int) -> bytes:
@@ -58,15 +59,14 @@ def long_bytes(value: int) -> bytes:
             size: int = (shift >> 3) + 1
             return whole.to_bytes(size, "little")
         # 9 varint bytes (random 64-bit ids, hashes): the first seven gathered as above,
-        # the last two apart (gathering eight would set the i64's sign bit)
+        # the eighth added as the top byte of a signed i64 (its continuation bit is the
+        # sign bit), packed with the ninth in one call
         while shift < 56:
             acc |= ((n & 0x7F) | 0x80) << shift
             shift += 8
             n >>= 7
-        last: i64 = (n & 0x7F) | 0x80 | ((n >> 7) << 8)
-        low: int = acc
-        high: int = last
-        return low.to_bytes(7, "little") + high.to_bytes(2, "little")
+        eighth: i64 = (n & 0x7F) | 0x80
+        return _PACK_9(acc + (eighth - 0x100) * _GATHERED_MAX, n >> 7)
     elif not _LONG_MIN <= value <= _LONG_MAX:
         raise ValueError(f"{value} does not fit an Avro long")
     return _zigzag_bytes((value << 1) ^ (value >> 63))

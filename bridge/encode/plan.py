@@ -36,7 +36,7 @@ from bridge.encode.columns import (
     text_is_value,
 )
 from bridge.encode.rewrite import rewritten
-from bridge.encode.textvalues import parse_int, wire_timestamptz
+from bridge.encode.textvalues import parse_int, parse_unscaled, wire_timestamptz
 from bridge.errors import ProtocolError, SchemaError, ValueConversionError
 from bridge.schema.pgtypes import ColumnType, Wire
 from bridge.schema.table import UNAVAILABLE, TableCodec
@@ -477,10 +477,7 @@ def _write_inline(parts: list[bytes], column: _Column, shape: int, v: bytes) -> 
 def _decimal_bytes(text: bytes, scale: int, bound: int) -> bytes:
     """PostgreSQL's text of a finite numeric(p, s) → the Avro decimal's bytes; ValueError
     for more digits than the schema holds."""
-    whole, _, fraction = text.partition(b".")
-    if len(fraction) > scale:
-        raise ValueError("more fraction digits than the scale")
-    unscaled = parse_int(whole + fraction + b"0" * (scale - len(fraction)))
+    unscaled = parse_unscaled(text, scale)
     if not -bound < unscaled < bound:
         raise ValueError("more digits than the precision")
     return decimal_bytes(unscaled)

@@ -207,6 +207,8 @@ _SPACE: Final = 32
 _COLON: Final = 58
 _DOT: Final = 46
 _PLUS: Final = 43
+_I64_MAX_HEAD: Final = 922_337_203_685_477_580  # (2**63 - 1) // 10
+_I64_MAX_LAST: Final = 7  # (2**63 - 1) % 10
 
 
 def _valid_date(year: i64, month: i64, day: i64) -> bool:
@@ -237,17 +239,76 @@ def _digits(raw: bytes, at: i64, count: i64) -> i64:
 
 def parse_int(raw: bytes) -> int:
     """int(raw), for the integers in text tuples: what the server prints ('-' and up to
-    18 digits, which an i64 holds) is read digit by digit, natively once compiled, where
+    19 digits within an i64) is read digit by digit, natively once compiled, where
     int() goes through the type call and the general string parser. Anything else is
     int()'s, error message included."""
     size: i64 = len(raw)
-    if 0 < size <= 18:
+    if 0 < size <= 20:
         negative = raw[0] == _DASH
         start: i64 = 1 if negative else 0
-        value = _digits(raw, start, size - start) if size > start else -1
+        count = size - start
+        value: i64 = -1
+        if 0 < count <= 18:
+            value = _digits(raw, start, count)
+        elif count == 19:  # random 63-bit ids: the last digit must not leave the i64
+            head = _digits(raw, start, 18)
+            last: i64 = raw[size - 1] - 48
+            within = head < _I64_MAX_HEAD or (head == _I64_MAX_HEAD and last <= _I64_MAX_LAST)
+            if head >= 0 and 0 <= last <= 9 and within:
+                value = head * 10 + last
         if value >= 0:
             return -value if negative else value
     return int(raw)
+
+
+def parse_unscaled(raw: bytes, scale: int) -> int:
+    """PostgreSQL's text of a finite numeric, times 10**scale: the unscaled integer of a
+    numeric(p, scale) value. ValueError for more fraction digits than `scale` and for
+    text that is no number (NaN, ±Infinity). What the server prints with up to 18 digits
+    in all is read natively in one pass, like `parse_int`; anything else by splitting at
+    the point."""
+    size: i64 = len(raw)
+    if 0 < size <= 20 and 0 <= scale <= 18:
+        negative = raw[0] == _DASH
+        magnitude = _unscaled_magnitude(raw, 1 if negative else 0, scale)
+        if magnitude >= 0:
+            return -magnitude if negative else magnitude
+    whole, _, rest = raw.partition(b".")
+    if len(rest) > scale:
+        raise ValueError("more fraction digits than the scale")
+    return parse_int(whole + rest + b"0" * (scale - len(rest)))
+
+
+def _unscaled_magnitude(raw: bytes, pos: i64, places: i64) -> i64:
+    """Digits with at most one point from `pos` to the end, times 10**places, if there
+    are at most 18 digits in all (an i64 holds them); -1 for any other text. ValueError
+    for more fraction digits than `places`."""
+    size: i64 = len(raw)
+    value: i64 = 0
+    digits: i64 = 0
+    fraction: i64 = -1  # digits after the point; -1 before it
+    while pos < size:
+        code: i64 = raw[pos]
+        digit = code - 48
+        if 0 <= digit <= 9 and digits < 18:
+            value = value * 10 + digit
+            digits += 1
+            if fraction >= 0:
+                fraction += 1
+        elif code == _DOT and fraction < 0:
+            fraction = 0
+        else:
+            return -1
+        pos += 1
+    if fraction < 0:
+        fraction = 0
+    elif fraction > places:
+        raise ValueError("more fraction digits than the scale")
+    if digits == 0 or digits + places - fraction > 18:
+        return -1
+    for _ in range(places - fraction):
+        value *= 10
+    return value
 
 
 # Complex on purpose (C901): the one-pass reader of every timestamptz value in text tuples,

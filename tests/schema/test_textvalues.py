@@ -187,10 +187,10 @@ def test_digit_by_digit_timestamptz_leaves_other_text_to_the_general_parser(text
     assert _outcome(tv.wire_timestamptz, text.encode()) == _outcome(tv.parse_timestamptz, text)
 
 
-def _outcome(parse: Callable[[Any], int], text: Any) -> object:
+def _outcome(parse: Callable[..., int], *args: Any) -> object:
     """The parsed value, or the type of the error the parser raised."""
     try:
-        return parse(text)
+        return parse(*args)
     except (ValueError, IndexError, KeyError) as exc:
         return type(exc)
 
@@ -235,11 +235,83 @@ def test_digit_by_digit_int_leaves_other_text_to_int(text: bytes) -> None:
     assert _outcome(tv.parse_int, text) == _outcome(int, text)
 
 
+_I64_EDGES = [str(v).encode() for v in (2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**18)]
+
+
 @pytest.mark.parametrize(
-    "text", [b"", b"-", b"+5", b" 7", b"7 ", b"1_000", b"--1", b"12a", b"9" * 18, b"-" + b"9" * 19]
+    "text",
+    [
+        b"",
+        b"-",
+        b"+5",
+        b" 7",
+        b"7 ",
+        b"1_000",
+        b"--1",
+        b"12a",
+        b"9" * 18,
+        b"9" * 19,
+        b"-" + b"9" * 19,
+        b"922337203685477580a",
+        b"92233720368547758a7",
+        *_I64_EDGES,
+    ],
 )
 def test_int_text_edges(text: bytes) -> None:
+    """Either side of the 18 and 19 digits read natively and of the i64's bounds."""
     assert _outcome(tv.parse_int, text) == _outcome(int, text)
+
+
+def _unscaled_by_splitting(raw: bytes, scale: int) -> int:
+    """numeric text times 10**scale, the plain way parse_unscaled must agree with."""
+    whole, _, rest = raw.partition(b".")
+    if len(rest) > scale:
+        raise ValueError("more fraction digits than the scale")
+    return int(whole + rest + b"0" * (scale - len(rest)))
+
+
+_NUMERIC_TEXT = st.builds(
+    lambda sign, whole, point, fraction: sign + whole + point + fraction,
+    st.sampled_from(["", "-"]),
+    st.text("0123456789", max_size=21),
+    st.sampled_from(["", "."]),
+    st.text("0123456789", max_size=8),
+).map(str.encode)
+
+
+_OTHER_TEXT = st.text("-+.0123456789 _aNIf", max_size=22).map(str.encode)
+
+
+@given(_NUMERIC_TEXT | _OTHER_TEXT, st.integers(0, 20))
+def test_unscaled_numeric_agrees_with_splitting_at_the_point(text: bytes, scale: int) -> None:
+    """What the server prints for numeric(p, s), within and past the 18 digits read
+    natively, and text it never prints (left to int(), error included)."""
+    assert _outcome(tv.parse_unscaled, text, scale) == _outcome(_unscaled_by_splitting, text, scale)
+
+
+@pytest.mark.parametrize(
+    ("text", "scale"),
+    [
+        (b"1.", 2),
+        (b".5", 2),
+        (b"-.5", 1),
+        (b"-", 2),
+        (b".", 2),
+        (b"1.2.3", 4),
+        (b"NaN", 2),
+        (b"-Infinity", 0),
+        (b"1.5", 0),
+        (b"123456789012345678", 0),
+        (b"123456789012345678", 1),
+        (b"12345678901234567.8", 1),
+        (b"1234567890123456789", 0),
+        (b"0.000000000000000001", 18),
+        (b"1", 18),
+        (b"1", 19),
+    ],
+)
+def test_unscaled_numeric_edges(text: bytes, scale: int) -> None:
+    assert _outcome(tv.parse_unscaled, text, scale) == _outcome(_unscaled_by_splitting, text, scale)
 
 
 @pytest.mark.parametrize("year", [1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999])
