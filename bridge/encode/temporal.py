@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import i64
+
 # Final: the compiled modules read these as constants instead of from a module's dict.
 US_PER_SECOND: Final = 1_000_000
 US_PER_DAY: Final = 86_400 * US_PER_SECOND
@@ -35,9 +37,13 @@ def clamp_us(us: int) -> int:
     return us
 
 
-def days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of an astronomical-year Gregorian date (H. Hinnant's algorithm)."""
-    year -= month <= 2
+def days_from_civil(year: i64, month: i64, day: i64) -> i64:
+    """Days since 1970-01-01 of an astronomical-year Gregorian date (H. Hinnant's algorithm).
+
+    i64 throughout (every PostgreSQL date's year fits): once compiled, native arithmetic
+    instead of tagged ints' checked divisions, for every date and timestamp parsed."""
+    if month <= 2:
+        year -= 1
     era = year // 400
     yoe = year - era * 400
     doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
