@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from mypy_extensions import i64
+
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData, new_tuple
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.errors import ProtocolError
@@ -33,7 +35,9 @@ _OIDS_FLAG: Final = 1 << 16  # rows carry an OID field first (WITH OIDS, before 
 _WHAT: Final = "COPY"  # ProtocolError's message type
 _NULL_TEXT: Final = b"\\N"
 _BACKSLASH: Final = 92
-_NEWLINE: Final = 10
+_NEWLINE_BYTE: Final = b"\n"
+_TAB: Final = b"\t"
+_SPLIT: Final = bytes.split  # called unbound: no method lookup per row
 _ESCAPED: Final = re.compile(rb"\\(.)", re.DOTALL)
 _UNESCAPED: Final = {
     b"\\": b"\\",
@@ -116,19 +120,25 @@ def read_binary_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData | Non
     return new_tuple(_TUPLE_DATA, (kinds if nulls is None else bytes(nulls), tuple(values))), pos
 
 
-def read_text_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData, int]:
-    """The text COPY row (one line) at `pos` and the offset past its newline. `kinds` is
-    all KIND_TEXT, one per column the row must have."""
-    end = buf.find(_NEWLINE, pos)
-    if end < 0:
-        raise ProtocolError(_WHAT, pos, "a text COPY row without its newline")
-    line = buf[pos:end]
-    fields = line.split(b"\t")
+def text_lines(data: bytes) -> list[bytes]:
+    """The rows of text COPY output, one line each without its newline: one split of the
+    whole output, where finding and slicing each line was two calls per row."""
+    lines = _SPLIT(data, _NEWLINE_BYTE)
+    last = lines.pop()  # b"" after the final newline
+    if last:
+        raise ProtocolError(_WHAT, len(data) - len(last), "a text COPY row without its newline")
+    return lines
+
+
+def read_text_row(line: bytes, pos: int, kinds: bytes) -> TupleData:
+    """One text COPY row (`line`, without its newline, at offset `pos` of the output,
+    which errors name). `kinds` is all KIND_TEXT, one per column the row must have."""
+    fields = _SPLIT(line, _TAB)
     width = len(kinds)
     if len(fields) != width:
         raise ProtocolError(_WHAT, pos, f"a row of {len(fields)} fields, expected {width}")
     if _BACKSLASH not in line:  # the common row: no NULL, nothing escaped
-        return new_tuple(_TUPLE_DATA, (kinds, tuple(fields))), end + 1
+        return new_tuple(_TUPLE_DATA, (kinds, tuple(fields)))
     values: list[bytes | None] = []
     row_kinds = bytearray(kinds)
     for i, field in enumerate(fields):
@@ -139,7 +149,7 @@ def read_text_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData, int]:
             values.append(_unescape(field, pos))
         else:
             values.append(field)
-    return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values))), end + 1
+    return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values)))
 
 
 def _int32(buf: bytes, pos: int) -> int:
@@ -170,7 +180,6 @@ def copy_records(
     records = encoder.records
     out: list[Record] = []
     change: Change | None = None
-    end = len(data)
     if binary:
         kinds = bytes((KIND_BINARY,)) * width
         pos = binary_start(data)
@@ -180,15 +189,62 @@ def copy_records(
                 break
             change = new_tuple(_CHANGE, (OP_READ, relation, "", None, new, 0, (), 0, None, lsn))
             out += records(change, source)
-        if pos != end:
-            raise ProtocolError(_WHAT, pos, f"{end - pos} bytes after the end-of-data marker")
+        if pos != len(data):
+            extra = len(data) - pos
+            raise ProtocolError(_WHAT, pos, f"{extra} bytes after the end-of-data marker")
     else:
         kinds = bytes((KIND_TEXT,)) * width
-        pos = 0
-        while pos < end:
-            text_row, pos = read_text_row(data, pos, kinds)
+        offset: i64 = 0
+        for line in text_lines(data):
+            text_row = read_text_row(line, offset, kinds)
+            offset += len(line) + 1
             change = new_tuple(
                 _CHANGE, (OP_READ, relation, "", None, text_row, 0, (), 0, None, lsn)
             )
             out += records(change, source)
     return out, change
+
+
+PackedRecords = tuple[bytes, list[int]]
+
+
+def pack_records(records: list[Record]) -> PackedRecords:
+    """A chunk's records as they cross the pipe from a snapshot reader to the producing
+    process: every key and value joined into one buffer, with their sizes in turn (-1:
+    None). Pickled, that is one buffer and a list of ints, where a tuple per record cost
+    the reader three times as much (bench/README.md, snapshot). Snapshot reads carry no
+    headers, so none are packed."""
+    parts: list[bytes] = []
+    sizes: list[int] = []
+    for key, value, _ in records:
+        _pack(parts, sizes, key)
+        _pack(parts, sizes, value)
+    return b"".join(parts), sizes
+
+
+def _pack(parts: list[bytes], sizes: list[int], part: bytes | None) -> None:
+    if part is None:
+        sizes.append(-1)
+    else:
+        parts.append(part)
+        sizes.append(len(part))
+
+
+def unpack_records(packed: PackedRecords) -> list[tuple[bytes | None, bytes | None]]:
+    """The (key, value) pairs `pack_records` packed, in order."""
+    data, sizes = packed
+    out: list[tuple[bytes | None, bytes | None]] = []
+    pos: i64 = 0
+    for i in range(0, len(sizes), 2):
+        key: bytes | None = None
+        size: i64 = sizes[i]
+        if size >= 0:
+            key = data[pos : pos + size]
+            pos += size
+        value: bytes | None = None
+        size = sizes[i + 1]
+        if size >= 0:
+            value = data[pos : pos + size]
+            pos += size
+        out.append((key, value))
+    return out

@@ -34,6 +34,7 @@ import psycopg
 import bridge
 from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
+from bridge.encode.copyrows import unpack_records
 from bridge.errors import ConfigError, SourceError
 from bridge.produce import Producer, kafka_client_config
 from bridge.routing import Routing
@@ -353,7 +354,8 @@ class InitialSnapshot:
         in_flight: list[_InFlight],
     ) -> _Held | None:
         reader = next(r for r in self._readers if r.pipe is pipe)
-        _, chunk, records, last_value = reader.receive()
+        _, chunk, packed, last_value = reader.receive()
+        records = unpack_records(packed)
         reader.sent.popleft()
         handle = TxHandle(tracker)
         in_flight.append(_InFlight(chunk, handle, len(records)))
@@ -365,9 +367,9 @@ class InitialSnapshot:
             tracker.close_tx(held.handle, 0)
         topic = self._topics[chunk.table]
         for index in range(len(records) - 1):  # snapshot reads ("r") carry no headers
-            key, value, _ = records[index]
+            key, value = records[index]
             producer.produce(topic, key, value, handle)
-        key, value, _ = records[-1]
+        key, value = records[-1]
         return _Held(topic, key, value, last_value, handle)
 
     def _flush(

@@ -4,7 +4,8 @@ Processes, not threads: Avro encoding is Python work that holds the GIL, so only
 separate interpreters read and encode in parallel. A reader imports the exported
 snapshot, builds its own encoders (registering a schema the parent would register
 returns the same id), and answers each `Chunk` it receives with
-`("chunk", chunk, records, last_value)`, where `last_value` is the chunk's final
+`("chunk", chunk, packed, last_value)`, where `packed` holds its records as
+`copyrows.pack_records` packs them and `last_value` is the chunk's final
 record encoded again with `source.snapshot = "last"`. It never writes progress:
 only the parent, once Kafka confirmed a chunk, records it. A reader ends when its
 pipes close, so it does not outlive a parent killed with SIGKILL.
@@ -23,7 +24,7 @@ from multiprocessing.connection import Connection
 
 from bridge import log
 from bridge.config import Config
-from bridge.encode.copyrows import copy_records
+from bridge.encode.copyrows import copy_records, pack_records
 from bridge.errors import BridgeError
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.reader import build_jobs, connect, import_snapshot, read_chunk, snapshot_source
@@ -81,7 +82,7 @@ def _serve(
             data = read_chunk(conn, job.table, chunk, job.binary)
             records, last = copy_records(data, job.binary, job.encoder, source)
             last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
-            outbox.send(("chunk", chunk, records, last_value))
+            outbox.send(("chunk", chunk, pack_records(records), last_value))
     finally:
         conn.close()
         catalog_conn.close()

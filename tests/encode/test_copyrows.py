@@ -12,14 +12,19 @@ from typing import Any
 
 import fastavro
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
 from bridge.encode.copyrows import (
     BINARY_SIGNATURE,
     binary_start,
     copy_records,
+    pack_records,
     read_binary_row,
     read_text_row,
+    text_lines,
+    unpack_records,
 )
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.errors import ProtocolError
@@ -104,7 +109,8 @@ def test_text_rows_are_unescaped_and_null_is_backslash_n() -> None:
 
 
 def test_text_row_kinds_mark_nulls() -> None:
-    assert read_text_row(b"x\n\\N\t5\n", 2, TEXT_KINDS) == (TupleData(b"nt", (None, b"5")), 7)
+    assert text_lines(b"x\n\\N\t5\n") == [b"x", b"\\N\t5"]
+    assert read_text_row(b"\\N\t5", 2, TEXT_KINDS) == TupleData(b"nt", (None, b"5"))
 
 
 def test_binary_header_extension_is_skipped() -> None:
@@ -134,9 +140,24 @@ def test_empty_output_has_no_records() -> None:
         (HEADER + TRAILER + b"\x00", True, "1 bytes after the end-of-data marker"),
         (b"1\tx", False, "without its newline"),
         (b"1\tx\ty\n", False, "a row of 3 fields, expected 2"),
+        (b"1\tx\n2\ty\tz\n", False, "at byte 4: a row of 3 fields"),  # the second row's offset
+        (b"1\tx\n2\ty", False, "at byte 4: a text COPY row without its newline"),
         (b"1\tx\\053\n", False, "unknown text COPY escape b'0'"),
     ],
 )
 def test_malformed_output_is_a_protocol_error(data: bytes, binary: bool, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
         copy_records(data, binary, encoder(), TX)
+
+
+_PART = st.none() | st.binary(max_size=40)
+
+
+@given(st.lists(st.tuples(_PART, _PART), max_size=30))
+def test_packed_records_cross_the_pipe_unchanged(
+    pairs: list[tuple[bytes | None, bytes | None]],
+) -> None:
+    """What a snapshot reader packs, the producing process unpacks: keys and values in
+    order, None (keyless tables) and empty values kept apart."""
+    records: list[Record] = [(key, value, None) for key, value in pairs]
+    assert unpack_records(pack_records(records)) == pairs

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 
 from bridge.decode.messages import KIND_TEXT
-from bridge.encode.copyrows import read_text_row
+from bridge.encode.copyrows import read_text_row, text_lines
 from bridge.snapshot import catalog, chunks, reader
 from bridge.snapshot.catalog import METHOD_CTID, METHOD_KEY
 from bridge.snapshot.chunks import Chunk
@@ -28,10 +28,7 @@ def _read_all(
     rows: list[tuple[bytes | None, ...]] = []
     for chunk in planned:
         data = reader.read_chunk(conn, table, chunk, False)
-        pos = 0
-        while pos < len(data):
-            row, pos = read_text_row(data, pos, kinds)
-            rows.append(row.values)
+        rows += [read_text_row(line, 0, kinds).values for line in text_lines(data)]
     return rows
 
 
