@@ -127,8 +127,7 @@ def read_chunk(
     query, params = chunk_query(table, chunk)
     form = sql.SQL("binary" if binary else "text")
     statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT {})").format(query, form)
-    with conn.cursor().copy(statement, params) as copy:
-        return b"".join(copy)
+    return libpq.copy_out(conn, statement, params)
 
 
 def encode_rows(

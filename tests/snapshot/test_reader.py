@@ -13,6 +13,7 @@ from bridge.decode.messages import KIND_BINARY, KIND_TEXT
 from bridge.encode.copyrows import binary_start, read_binary_row, read_text_row, text_lines
 from bridge.snapshot import catalog, reader
 from bridge.snapshot.chunks import Chunk
+from bridge.source import libpq
 from tests.decode.live import LiveSource, changes, source_config
 
 COLUMNS = (
@@ -64,3 +65,24 @@ def test_snapshot_values_equal_pgoutput(
         row = read_text_row(line, 0, bytes((KIND_TEXT,)) * width)
     assert row == change.new
     assert row is not None and row.values[-1] is None
+
+
+def test_a_copy_failing_midway_is_a_typed_error(
+    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any]
+) -> None:
+    """A chunk whose COPY the server ends with an error after sending rows (here a
+    division by zero in the 30,000th row's filter) raises CommandError with the
+    server's SQLSTATE, not a partial chunk; a chunk that succeeds reads every row."""
+    pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
+    pg_conn.execute("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 40000) g")
+    oid = pg_conn.execute("SELECT 'big'::regclass::oid").fetchone()[0]  # type: ignore[index]
+    good = catalog.describe_table(pg_conn, oid)
+    failing = catalog.describe_table(pg_conn, oid, row_filter="1 / (30000 - id) IS NOT NULL")
+    conn = reader.connect(source_config(stack, pg_db).source.conninfo())
+    try:
+        chunk = Chunk(good.label, 0, good.method, None, None)
+        assert len(text_lines(reader.read_chunk(conn, good, chunk, False))) == 40000
+        with pytest.raises(libpq.CommandError, match=r"COPY failed: \[22012\] division by zero"):
+            reader.read_chunk(conn, failing, chunk, False)
+    finally:
+        conn.close()
