@@ -14,6 +14,9 @@ and per field an int32 length (-1: NULL) and the bytes, and an int16 -1 at the e
 Text COPY: one line per row, fields separated by tabs, `\\N` for NULL, and the
 backslash escapes COPY TO writes (`\\\\`, `\\t`, `\\n`, `\\r`, `\\b`, `\\f`, `\\v`).
 Anything else is a `ProtocolError`: a chunk is encoded whole or not at all.
+
+A reader process hands a chunk's records to the producing process packed
+(`pack_records`, `unpack_records`): per snapshot row too, so compiled here.
 """
 
 from __future__ import annotations
