@@ -34,7 +34,7 @@ _ZIGZAG_MIN: Final = -(1 << 62)  # zigzag of [-2**62, 2**62) fits a signed 64-bi
 _ZIGZAG_MAX: Final = (1 << 62) - 1
 _GATHERED_MAX: Final = 1 << 56  # zigzag values of at most 8 varint bytes
 _ONE_BYTE: Final = tuple(bytes([n]) for n in range(0x80))
-_PACK_9: Final = struct.Struct("<qB").pack  # a 9-byte varint: eight bytes as an i64, one
+_PACK_9: Final = struct.Struct("<qB").pack  # a 9-byte varint: 8 bytes as an i64, then 1
 
 
 def long_bytes(value: int) -> bytes:
