@@ -91,21 +91,24 @@ def binary_start(buf: bytes) -> int:
     return _HEADER_END + _int32(buf, _HEADER_END - 4)
 
 
-def read_binary_row(buf: bytes, pos: int, kinds: bytes) -> tuple[TupleData | None, int]:
+def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | None, i64]:
     """The binary COPY row at `pos` and the offset past it; None at the end-of-data
-    marker. `kinds` is all KIND_BINARY, one per column the row must have."""
+    marker. `kinds` is all KIND_BINARY, one per column the row must have. Offsets and
+    sizes are i64: compiled, native arithmetic, where ints are tagged and checked."""
     if pos + 2 > len(buf):
         raise ProtocolError(_WHAT, pos, "truncated binary COPY row")
-    natts = (buf[pos] << 8) | buf[pos + 1]
+    high: i64 = buf[pos]
+    low: i64 = buf[pos + 1]
+    natts = (high << 8) | low
     pos += 2
     if natts == 0xFFFF:
         return None, pos
-    width = len(kinds)
+    width: i64 = len(kinds)
     if natts != width:
         raise ProtocolError(_WHAT, pos - 2, f"a row of {natts} fields, expected {width}")
     values: list[bytes | None] = [None] * natts
     nulls: bytearray | None = None
-    end = len(buf)
+    end: i64 = len(buf)
     for i in range(natts):
         if pos + 4 > end:
             raise ProtocolError(_WHAT, pos, "truncated binary COPY field")
@@ -155,9 +158,13 @@ def read_text_row(line: bytes, pos: int, kinds: bytes) -> TupleData:
     return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values)))
 
 
-def _int32(buf: bytes, pos: int) -> int:
+def _int32(buf: bytes, pos: i64) -> i64:
     """The unsigned big-endian 32-bit integer at `pos` (the caller checked the length)."""
-    return (buf[pos] << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
+    b0: i64 = buf[pos]
+    b1: i64 = buf[pos + 1]
+    b2: i64 = buf[pos + 2]
+    b3: i64 = buf[pos + 3]
+    return (b0 << 24) | (b1 << 16) | (b2 << 8) | b3
 
 
 def _unescape(field: bytes, pos: int) -> bytes:
@@ -185,7 +192,7 @@ def copy_records(
     change: Change | None = None
     if binary:
         kinds = bytes((KIND_BINARY,)) * width
-        pos = binary_start(data)
+        pos: i64 = binary_start(data)
         while True:
             new, pos = read_binary_row(data, pos, kinds)
             if new is None:

@@ -5,9 +5,13 @@ Built once per table version (when its Relation arrives) from the column types t
 (setup.py), reads each column's wire bytes and appends its Avro encoding, dispatching on
 the shape its declared wire form (`bridge.schema.pgtypes.Wire`) gives it: text that
 already is the Avro string's bytes is copied, integers are parsed by `parse_int` and
-zigzag-encoded, numeric(p, s) digits become the decimal's bytes, float8, bool and
+zigzag-encoded, numeric(p, s) digits become the decimal's bytes, float8, bool, date and
 timestamptz are converted inline; anything else goes through the column's converter
-(`bridge.encode.columns`) and its compiled value writer (`bridge.encode.avro`).
+(`bridge.encode.columns`) and its compiled value writer (`bridge.encode.avro`). Binary
+values (binary tuples, a snapshot's binary COPY) take the same shapes where their send
+format allows: a float8's bytes are the Avro double's reversed, an integer, date or
+timestamp is read byte by byte (`binvalues.signed_be`), a jsonb is its text after a
+version byte and a uuid's text is printed from its 16 bytes.
 
 Everything unusual is handled here too, for text and binary tuples alike: an unchanged
 TOASTed value (filled from a REPLICA IDENTITY FULL old row, a placeholder, or NULL and
@@ -27,6 +31,15 @@ from typing import Any, Final
 from bridge.config import ColumnRule
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column
 from bridge.encode.avro import Writer, compile_value_writer, decimal_bytes, long_bytes
+from bridge.encode.binvalues import (
+    float8_avro,
+    jsonb_text,
+    numeric_unscaled,
+    parse_date,
+    parse_timestamp,
+    signed_be,
+    uuid_text,
+)
 from bridge.encode.columns import (
     BAD_INPUT,
     Converter,
@@ -36,7 +49,7 @@ from bridge.encode.columns import (
     text_is_value,
 )
 from bridge.encode.rewrite import rewritten
-from bridge.encode.textvalues import parse_int, parse_unscaled, wire_timestamptz
+from bridge.encode.textvalues import parse_int, parse_unscaled, wire_date, wire_timestamptz
 from bridge.errors import ProtocolError, SchemaError, ValueConversionError
 from bridge.schema.pgtypes import ColumnType, Wire
 from bridge.schema.table import UNAVAILABLE, TableCodec
@@ -46,12 +59,15 @@ RowBodies = tuple[bytes, bytes]  # (key record body, or b"" without a key; row r
 # Column shapes, by how the loop writes a text (or binary) value.
 _CONVERT: Final = 0  # the converter, then the value writer (integers directly)
 _UTF8: Final = 1  # the wire bytes are the Avro string's bytes (validated as UTF-8)
-_DECIMAL: Final = 2  # numeric(p, s) text -> the decimal's two's-complement bytes
+_DECIMAL: Final = 2  # numeric(p, s) text or send format -> the decimal's two's-complement bytes
+_JSONB: Final = 3  # binary: the jsonb's text after its version byte
+_UUID: Final = 4  # binary: the uuid's text printed from its 16 bytes
 # From here on, shapes written without converter and writer unless part of the key.
-_INT: Final = 7  # parse_int of the text, an Avro long
-_DOUBLE: Final = 8  # float() of the text
-_BOOL: Final = 9  # 't' or 'f'
-_TIMESTAMPTZ: Final = 10  # wire_timestamptz, an Avro long
+_INT: Final = 7  # parse_int of the text (the 8 bytes of an int8), an Avro long
+_DOUBLE: Final = 8  # float() of the text (the send format's bytes reversed)
+_BOOL: Final = 9  # 't' or 'f' (1 or 0)
+_TIMESTAMPTZ: Final = 10  # wire_timestamptz (parse_timestamp), an Avro long
+_DATE: Final = 11  # wire_date (parse_date), an Avro int
 
 _PACK_DOUBLE: Final = struct.Struct("<d").pack
 # Called through the method descriptor: compiled, `v.isascii()` looks the method up by name
@@ -89,6 +105,17 @@ _TEXT_SHAPES: Final = {
     Wire.NUMERIC_DOUBLE: _DOUBLE,
     Wire.BOOL: _BOOL,
     Wire.TIMESTAMPTZ: _TIMESTAMPTZ,
+}
+# Binary shapes: the text shapes whose binary reading is inline too, and the two string
+# shapes whose send format is not the text (Wire.TEXT's is: _UTF8).
+_BINARY_SHAPES: Final = {
+    Wire.DECIMAL: _DECIMAL,
+    Wire.INT8: _INT,
+    Wire.FLOAT8: _DOUBLE,
+    Wire.BOOL: _BOOL,
+    Wire.TIMESTAMPTZ: _TIMESTAMPTZ,
+    Wire.JSONB: _JSONB,
+    Wire.UUID: _UUID,
 }
 
 
@@ -143,7 +170,11 @@ class _Column:
         self.text_shape = _TEXT_SHAPES.get(t.wire, _CONVERT)
         if text_is_value(t.wire) and avro_type == "string":
             self.text_shape = _UTF8
-        self.binary_shape = _UTF8 if t.wire == Wire.TEXT else _CONVERT
+        self.binary_shape = _BINARY_SHAPES.get(t.wire, _CONVERT)
+        if t.wire == Wire.TEXT or (
+            self.binary_shape in (_JSONB, _UUID) and self.text_shape != _UTF8
+        ):  # jsonb and uuid as strings only (the text shape says so)
+            self.binary_shape = _UTF8 if t.wire == Wire.TEXT else _CONVERT
         self.writer: Writer = compile_value_writer(t.avro_schema)
         # An Avro int or long (dates and times among them) is encoded without the writer.
         self.integer = 0
@@ -151,6 +182,8 @@ class _Column:
             self.integer = _AVRO_INT
         elif avro_type == "long":
             self.integer = _AVRO_LONG
+        if t.wire == Wire.DATE and self.integer == _AVRO_INT:
+            self.text_shape = self.binary_shape = _DATE
         self.decimal_scale = 0
         self.decimal_bound = 0
         if t.wire == Wire.DECIMAL:
@@ -390,19 +423,13 @@ def _write_value(
     parts: list[bytes], keys: list[bytes], column: _Column, shape: int, text: bool, v: bytes
 ) -> None:
     """Append one non-NULL value (and set its key part)."""
-    if shape in (_UTF8, _DECIMAL):
-        if shape == _DECIMAL:
-            try:
-                v = _decimal_bytes(v, column.decimal_scale, column.decimal_bound)
-            except ValueError:
-                # NaN and ±Infinity parse as no number: looked for only when one fails
-                if v not in _NUMERIC_SPECIAL:
-                    raise
-                column.special(v, True)
-                _write_converted(parts, keys, column, None, v)
-                return
-        elif not _IS_ASCII(v):
-            v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
+    if _UTF8 <= shape <= _UUID:  # an Avro string, or a decimal's bytes
+        body = _string_bytes(column, shape, text, v)
+        if body is None:  # NaN, ±Infinity: a decimal has none
+            column.special(v, text)
+            _write_converted(parts, keys, column, None, v)
+            return
+        v = body
         n = len(v)
         if n < 64:
             parts.append(column.short_lengths[n])
@@ -415,7 +442,7 @@ def _write_value(
             keys[column.key_slot] = _SOME + key if column.key_nullable else key
         return
     if shape >= _INT and column.key_slot < 0:
-        _write_inline(parts, column, shape, v)
+        _write_inline(parts, column, shape, text, v)
         return
     x = column.text(v) if text else column.binary(v)
     # a bounded scalar within its bounds (the common case) needs no call
@@ -452,32 +479,61 @@ def _encode(column: _Column, x: Any) -> bytes:
     return bytes(out)
 
 
-def _write_inline(parts: list[bytes], column: _Column, shape: int, v: bytes) -> None:
+def _write_inline(parts: list[bytes], column: _Column, shape: int, text: bool, v: bytes) -> None:
     """A value of the shapes from _INT on, outside the key: no converter, no writer call."""
     if shape == _BOOL:
-        if v == b"t":
+        if v == (b"t" if text else b"\x01"):
             parts.append(column.true_part)
-        elif v == b"f":
+        elif v == (b"f" if text else b"\x00"):
             parts.append(column.false_part)
         else:
-            raise ValueError("a boolean is 't' or 'f'")
+            raise ValueError("a boolean is 't' or 'f'" if text else "a boolean is 1 or 0")
         return
     parts.append(column.some)
     if shape == _DOUBLE:
-        parts.append(_PACK_DOUBLE(float(v)))
+        parts.append(_PACK_DOUBLE(float(v)) if text else float8_avro(v))
     elif shape == _INT:
-        parts.append(long_bytes(parse_int(v)))
-    else:
-        us = wire_timestamptz(v)
-        if not column.low <= us <= column.high:
-            us = column.clamped(us, v, True)
-        parts.append(long_bytes(us))
+        parts.append(long_bytes(parse_int(v) if text else signed_be(v, 8)))
+    else:  # a timestamptz or a date: clamped into the schema's bounds, if it has them
+        if shape == _TIMESTAMPTZ:
+            x = wire_timestamptz(v) if text else parse_timestamp(v)
+        else:
+            x = wire_date(v) if text else parse_date(v)
+            if not _INT_MIN <= x <= _INT_MAX:
+                raise ValueError(f"{x} does not fit an Avro int")
+        if not column.low <= x <= column.high:
+            x = column.clamped(x, v, text)
+        parts.append(long_bytes(x))
 
 
-def _decimal_bytes(text: bytes, scale: int, bound: int) -> bytes:
-    """PostgreSQL's text of a finite numeric(p, s) → the Avro decimal's bytes; ValueError
-    for more digits than the schema holds."""
-    unscaled = parse_unscaled(text, scale)
-    if not -bound < unscaled < bound:
-        raise ValueError("more digits than the precision")
-    return decimal_bytes(unscaled)
+def _string_bytes(column: _Column, shape: int, text: bool, v: bytes) -> bytes | None:
+    """The bytes of an Avro string or decimal (shapes _UTF8 to _UUID), without their
+    length; None for a numeric's NaN and ±Infinity."""
+    if shape == _DECIMAL:
+        unscaled = _unscaled(v, column.decimal_scale, text)
+        if unscaled is None:
+            return None
+        if not -column.decimal_bound < unscaled < column.decimal_bound:
+            raise ValueError("more digits than the precision")
+        return decimal_bytes(unscaled)
+    if shape == _UUID:
+        return uuid_text(v)  # hex digits and dashes: valid UTF-8
+    if shape == _JSONB:
+        v = jsonb_text(v)
+    if not _IS_ASCII(v):
+        v.decode()  # UnicodeDecodeError (a ValueError) for invalid UTF-8
+    return v
+
+
+def _unscaled(v: bytes, scale: int, text: bool) -> int | None:
+    """A numeric(p, s) value's unscaled integer from its text or send format; None for
+    NaN and ±Infinity. ValueError for more fraction digits than the scale."""
+    if not text:
+        return numeric_unscaled(v, scale)
+    try:
+        return parse_unscaled(v, scale)
+    except ValueError:
+        # NaN and ±Infinity parse as no number: looked for only when one fails
+        if v not in _NUMERIC_SPECIAL:
+            raise
+        return None

@@ -412,6 +412,39 @@ def test_binary_tuples() -> None:
     assert got == want
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("big", b"\x00" * 7),  # int8: 8 bytes
+        ("ratio", b"\x00" * 9),  # float8: 8 bytes
+        ("flag", b"\x02"),
+        ("at", b"\x00" * 4),  # timestamptz: 8 bytes
+        ("day", b"\x00" * 8),  # date: 4 bytes
+        ("ref", b"\x00" * 15),  # uuid: 16 bytes
+        ("doc", b'\x02{"a": 1}'),  # jsonb: format version 1
+        ("doc", b"\x01\xff"),  # jsonb: UTF-8 text
+        ("amount", b"\x00\x01\x00\x00\x00\x00\x00\x02\x27\x10"),  # digit 10000
+        ("amount", b"\x00\x02\x00\x00\x00\x00\x00\x02\x00\x01"),  # 1 digit of 2
+        ("amount", struct.pack(">hhhhh", 1, 0, 0, 3, 5)),  # scale 3 in numeric(12, 2)
+        ("amount", struct.pack(">hhhhhh", 2, 3, 0, 2, 1, 0)),  # 10**12: over the precision
+    ],
+)
+def test_malformed_binary_values_are_value_errors(column: str, value: bytes) -> None:
+    """Each binary shape the plan writes inline checks its bytes as its converter does."""
+    names = [name for name, _, _, _ in COLUMNS]
+    kinds = bytearray([KIND_NULL] * len(names))
+    values: list[bytes | None] = [None] * len(names)
+    kinds[0], values[0] = KIND_BINARY, struct.pack(">i", 1)
+    at = names.index(column)
+    kinds[at], values[at] = KIND_BINARY, value
+    got, want = both(
+        ChangeEncoder(TABLE, 7, 8), change("c", None, TupleData(bytes(kinds), tuple(values)))
+    )
+    assert isinstance(want, Exception)
+    assert isinstance(got, ValueConversionError)
+    assert (got.table, got.column) == ("public.wide", column)
+
+
 def change_of(relation: Relation, new: TupleData) -> Change:
     return Change("c", relation, "", None, new, 0, (relation,), 0, None)
 

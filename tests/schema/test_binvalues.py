@@ -7,14 +7,18 @@ must turn each pair into the same, independently computed, value.
 from __future__ import annotations
 
 import random
+import struct
 from collections.abc import Callable
 from decimal import Decimal, localcontext
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bridge.encode.binvalues import numeric_fields
+from bridge.encode.binvalues import numeric_fields, parse_timestamp, signed_be
 from bridge.encode.columns import column_codec
+from bridge.encode.temporal import INT64_MAX, INT64_MIN, PG_EPOCH_US, clamp_us
 from bridge.schema import DEFAULT_OPTIONS, CodecOptions, StaticCatalog
 
 from .helpers import Conn, canon, fetch_column, text_array_literal
@@ -206,3 +210,24 @@ def test_dates_over_the_whole_date_range(pg_conn: Conn) -> None:
     days = [rng.randint(MIN_DAY, 2_145_042_905) for _ in range(1500)] + [MIN_DAY, 2_145_042_905]
     sql = "SELECT '1970-01-01'::date + x::int4 FROM unnest($1::text[]) x"
     _check_all(pg_conn, sql, [str(d) for d in days], 1082, days)
+
+
+@given(
+    st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(2**63 - 1 - PG_EPOCH_US - 2, 2**63 - 1),  # where the sum leaves the i64
+    )
+)
+def test_binary_timestamps_are_clamped_as_the_text_ones(pg_us: int) -> None:
+    """parse_timestamp's i64 arithmetic against the unbounded sum, clamped."""
+    sentinel = pg_us in (INT64_MAX, INT64_MIN)
+    want = pg_us if sentinel else clamp_us(pg_us + PG_EPOCH_US)
+    assert parse_timestamp(struct.pack(">q", pg_us)) == want
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.sampled_from([2, 4, 8]))
+def test_signed_be_reads_what_struct_packs(n: int, size: int) -> None:
+    n = n >> (64 - 8 * size)  # into the size's range
+    assert signed_be(struct.pack({2: ">h", 4: ">i", 8: ">q"}[size], n), size) == n
+    with pytest.raises(ValueError, match=f"{size} bytes expected"):
+        signed_be(b"\x00" * (size + 1), size)
