@@ -2,7 +2,7 @@
 
     python bench/compare.py [--rows 1000000] [--txn-rows 1,100,100000]
                             [--ops insert,update] [--skip-debezium] [--schemas]
-                            [--rate 500] [--latency-seconds 30] [--json PATH]
+                            [--binary] [--rate 500] [--latency-seconds 30] [--json PATH]
 
 With no arguments: the whole matrix, a million rows of a 10-column table (int,
 bigint, text, numeric, timestamptz, bool, jsonb, uuid, float8, date) inserted, then
@@ -17,6 +17,9 @@ reader drains the very same WAL, one after the other, with nothing else running:
   confirmed_flush_lsn passes the last transaction and the topic holds every row).
 * debezium: the PostgreSQL connector (pgoutput, JsonConverter) in Kafka Connect
   standalone, same publication, same broker, same completion test.
+
+`--binary` sets the bridge's source.binary (pgoutput sends each value in its send format)
+and gives pg_recvlogical the same option, so the limit decodes the same WAL the same way.
 
 Bridge and Debezium are timed from the moment their slot turns active (JVM and
 interpreter start-up excluded, shown separately); CPU seconds cover the same span,
@@ -114,10 +117,11 @@ def cell(
             dbz.prime(e2e.wait)
         backlog = load(dsn, op, args.rows, txn_rows)
         results: dict[str, Any] = {}
-        options = limit_options(names["limit"], conn.info.server_version)
+        options = limit_options(names["limit"], conn.info.server_version, args.binary)
         results["limit"] = run_limit(stack, e2e.DB, names["limit"], options, backlog.end)
         e2e.Slot(conn, names["limit"]).drop()
-        bridge = e2e.Bridge(stack, names["bridge"], workdir, exactly_once=False)
+        source = {"binary": True} if args.binary else None
+        bridge = e2e.Bridge(stack, names["bridge"], workdir, exactly_once=False, source=source)
         results["bridge"] = read_backlog(conn, stack, bridge, names["bridge"], args.rows, backlog)
         if dbz is not None:
             results["debezium"] = read_backlog(
@@ -207,6 +211,7 @@ def main() -> int:
         "--schemas", action="store_true", help="Debezium's JsonConverter with schemas.enable"
     )
     parser.add_argument("--skip-debezium", action="store_true")
+    parser.add_argument("--binary", action="store_true", help="source.binary for bridge and limit")
     parser.add_argument("--rate", type=float, default=500.0, help="latency: offered txn/s")
     parser.add_argument(
         "--latency-seconds", type=float, default=30.0, help="latency run length; 0 skips it"

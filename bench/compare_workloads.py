@@ -115,9 +115,12 @@ def load(dsn: str, op: str, rows: int, txn_rows: int) -> Backlog:
     return Backlog(first, last_start, end, seconds)
 
 
-def limit_options(publication: str, server_version: int) -> list[tuple[str, str]]:
-    """The START_REPLICATION options the bridge sends with its default configuration."""
-    src = SourceConfig(publication_name=publication)
+def limit_options(
+    publication: str, server_version: int, binary: bool = False
+) -> list[tuple[str, str]]:
+    """The START_REPLICATION options the bridge sends with its default configuration
+    (and `binary`, its source.binary)."""
+    src = SourceConfig(publication_name=publication, binary=binary)
     return pgoutput_options(
         src.proto_version or default_proto_version(server_version),
         [publication],

@@ -457,11 +457,12 @@ class SnapshotConfig(_Section):
     workers: int = Field(2, ge=1, le=64, description="reader threads, each with a connection")
     chunk_size: int = Field(10_000, ge=1, description="rows per chunk of the initial snapshot")
     copy_format: Literal["text", "binary"] = Field(
-        "text",
+        "binary",
         description="COPY format of the initial snapshot's chunks; binary falls back to text "
-        "for a table with a column whose binary form the encoder cannot read. Text is the "
-        "default: its values take the encoder's inline paths, and cost less CPU per row "
-        "than the binary converters (bench/README.md, snapshot)",
+        "for a table with a column whose binary form the encoder cannot read. Binary is the "
+        "default: the encoder writes the common types' send format inline, at the reader's "
+        "CPU per row of text, and the server spends less on it than on printing text "
+        "(bench/README.md, snapshot)",
     )
     progress_schema: str = Field("bridge", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     progress_bar: Literal["auto", "always", "never"] = "auto"

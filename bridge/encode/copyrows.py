@@ -1,8 +1,8 @@
 """COPY TO STDOUT output → records: the snapshot's rows through the stream's encoder.
 
-A snapshot chunk is read with `COPY (SELECT …) TO STDOUT`, in text or, with
-snapshot.copy_format binary, in the binary format when every column has a binary
-reader (`bridge.snapshot.reader`). Both carry each value exactly as pgoutput does:
+A snapshot chunk is read with `COPY (SELECT …) TO STDOUT` in the binary format when
+every column has a binary reader (snapshot.copy_format binary, the default), else in
+text (`bridge.snapshot.reader`). Both carry each value exactly as pgoutput does:
 binary COPY fields are the type's send format (pgoutput's binary TupleData values),
 text COPY fields are its output function's text (pgoutput's text values) with COPY's
 backslash escapes on top. So this module only reads COPY's framing into `TupleData`
