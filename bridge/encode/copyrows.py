@@ -30,6 +30,7 @@ from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData,
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
+from bridge.source.wire import u32
 
 OP_READ: Final = "r"  # Debezium's op for rows read by a snapshot
 BINARY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
@@ -85,10 +86,10 @@ def binary_start(buf: bytes) -> int:
         raise ProtocolError(_WHAT, 0, "no binary COPY signature")
     if len(buf) < _HEADER_END:
         raise ProtocolError(_WHAT, len(buf), "truncated binary COPY header")
-    flags = _int32(buf, len(BINARY_SIGNATURE))
+    flags = u32(buf, len(BINARY_SIGNATURE))
     if flags & _OIDS_FLAG:
         raise ProtocolError(_WHAT, len(BINARY_SIGNATURE), "rows with OIDs")
-    return _HEADER_END + _int32(buf, _HEADER_END - 4)
+    return _HEADER_END + u32(buf, _HEADER_END - 4)
 
 
 def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | None, i64]:
@@ -112,7 +113,7 @@ def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | Non
     for i in range(natts):
         if pos + 4 > end:
             raise ProtocolError(_WHAT, pos, "truncated binary COPY field")
-        size = _int32(buf, pos)
+        size = u32(buf, pos)
         pos += 4
         if size == 0xFFFFFFFF:
             if nulls is None:
@@ -156,15 +157,6 @@ def read_text_row(line: bytes, pos: int, kinds: bytes) -> TupleData:
         else:
             values.append(field)
     return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values)))
-
-
-def _int32(buf: bytes, pos: i64) -> i64:
-    """The unsigned big-endian 32-bit integer at `pos` (the caller checked the length)."""
-    b0: i64 = buf[pos]
-    b1: i64 = buf[pos + 1]
-    b2: i64 = buf[pos + 2]
-    b3: i64 = buf[pos + 3]
-    return (b0 << 24) | (b1 << 16) | (b2 << 8) | b3
 
 
 def _unescape(field: bytes, pos: int) -> bytes:
