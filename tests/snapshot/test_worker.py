@@ -5,6 +5,7 @@ ahead (as the parent keeps two in flight) or one at a time."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
@@ -23,7 +24,7 @@ CHUNK = 10
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["sent-ahead", "one-at-a-time"])
 def test_each_answer_holds_its_chunks_rows(
-    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], topic_prefix: str, ahead: bool
+    make_settings: Callable[..., dict[str, Any]], pg_conn: psycopg.Connection[Any], ahead: bool
 ) -> None:
     pg_conn.execute("CREATE TABLE w (id int PRIMARY KEY, t text, f float8)")
     pg_conn.execute(
@@ -31,17 +32,7 @@ def test_each_answer_holds_its_chunks_rows(
     )
     oid = pg_conn.execute("SELECT 'w'::regclass::oid").fetchone()[0]  # type: ignore[index]
     table = catalog.describe_table(pg_conn, oid)
-    cfg = Config(
-        source={
-            "host": stack.pg_host,
-            "port": stack.pg_port,
-            "dbname": pg_db,
-            "user": stack.pg_user,
-            "password": stack.pg_password,
-        },
-        kafka={"topic_prefix": topic_prefix},
-        registry={"url": stack.registry_url},
-    )
+    cfg = Config(**make_settings(mode="initial"))
     with psycopg.connect(**cfg.source.conninfo()) as exporter:  # the snapshot, held open
         exporter.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         name = exporter.execute("SELECT pg_export_snapshot()").fetchone()[0]  # type: ignore[index]
