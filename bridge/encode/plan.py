@@ -499,10 +499,10 @@ def _write_inline(parts: list[bytes], column: _Column, shape: int, text: bool, v
             x = wire_timestamptz(v) if text else parse_timestamp(v)
         else:
             x = wire_date(v) if text else parse_date(v)
-            if not _INT_MIN <= x <= _INT_MAX:
-                raise ValueError(f"{x} does not fit an Avro int")
         if not column.low <= x <= column.high:
             x = column.clamped(x, v, text)
+        if shape == _DATE and not _INT_MIN <= x <= _INT_MAX:  # unbounded (no clamp)
+            raise ValueError(f"{x} does not fit an Avro int")
         parts.append(long_bytes(x))
 
 
