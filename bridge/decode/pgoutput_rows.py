@@ -20,7 +20,7 @@ from mypy_extensions import i64
 from bridge.decode.messages import Delete, Insert, TupleData, Update, new_tuple
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
-from bridge.source.wire import u32
+from bridge.source.wire import u16, u32
 
 _N: Final = ord("N")
 # The kinds of an all-text or all-binary TupleData, by column count.
@@ -40,9 +40,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
     # struct's unpack_from builds and frees a tuple per column and tagged ints check
     # every shift and sum for overflow.
     p: i64 = pos
-    hi: i64 = buf[p]
-    lo: i64 = buf[p + 1]
-    natts: i64 = (hi << 8) | lo
+    natts = u16(buf, p)
     p += 2
     # Most rows are all text or all binary: their kinds are a shared constant, and a
     # bytearray is only written (an item assignment per column) from the first other on.

@@ -27,6 +27,7 @@ from bridge.encode.temporal import (
     PG_EPOCH_US,
 )
 from bridge.encode.textvalues import INTERVAL_INFINITY, INTERVAL_MINUS_INFINITY
+from bridge.source.wire import u16
 
 _I32: Final = struct.Struct(">i")
 _U32: Final = struct.Struct(">I")
@@ -178,7 +179,7 @@ def numeric_fields(data: bytes) -> tuple[int, int] | str:
         raise ValueError(f"numeric needs an 8-byte header, got {size} bytes")
     ndigits = _int16(data, 0)
     weight = _int16(data, 2)
-    sign = _int16(data, 4) & 0xFFFF
+    sign = u16(data, 4)
     dscale = _int16(data, 6)
     if ndigits == 0 and sign in _NUMERIC_SPECIAL:
         return _NUMERIC_SPECIAL[sign]
@@ -204,9 +205,7 @@ def numeric_fields(data: bytes) -> tuple[int, int] | str:
 
 def _int16(data: bytes, pos: i64) -> i64:
     """The signed big-endian 16-bit integer at `pos` (the caller checked the length)."""
-    high: i64 = data[pos]
-    low: i64 = data[pos + 1]
-    x = (high << 8) | low
+    x = u16(data, pos)
     return x - 0x10000 if x >= 0x8000 else x
 
 

@@ -30,7 +30,7 @@ from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData,
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
-from bridge.source.wire import u32
+from bridge.source.wire import u16, u32
 
 OP_READ: Final = "r"  # Debezium's op for rows read by a snapshot
 BINARY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
@@ -98,9 +98,7 @@ def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | Non
     sizes are i64: compiled, native arithmetic, where ints are tagged and checked."""
     if pos + 2 > len(buf):
         raise ProtocolError(_WHAT, pos, "truncated binary COPY row")
-    high: i64 = buf[pos]
-    low: i64 = buf[pos + 1]
-    natts = (high << 8) | low
+    natts = u16(buf, pos)
     pos += 2
     if natts == 0xFFFF:
         return None, pos

@@ -106,9 +106,10 @@ _TEXT_SHAPES: Final = {
     Wire.BOOL: _BOOL,
     Wire.TIMESTAMPTZ: _TIMESTAMPTZ,
 }
-# Binary shapes: the text shapes whose binary reading is inline too, and the two string
-# shapes whose send format is not the text (Wire.TEXT's is: _UTF8).
+# Binary shapes: text's send format is its text; the text shapes whose binary reading is
+# inline too; the two string shapes whose send format is not the text.
 _BINARY_SHAPES: Final = {
+    Wire.TEXT: _UTF8,
     Wire.DECIMAL: _DECIMAL,
     Wire.INT8: _INT,
     Wire.FLOAT8: _DOUBLE,
@@ -171,10 +172,8 @@ class _Column:
         if text_is_value(t.wire) and avro_type == "string":
             self.text_shape = _UTF8
         self.binary_shape = _BINARY_SHAPES.get(t.wire, _CONVERT)
-        if t.wire == Wire.TEXT or (
-            self.binary_shape in (_JSONB, _UUID) and self.text_shape != _UTF8
-        ):  # jsonb and uuid as strings only (the text shape says so)
-            self.binary_shape = _UTF8 if t.wire == Wire.TEXT else _CONVERT
+        if self.binary_shape in (_JSONB, _UUID) and self.text_shape != _UTF8:
+            self.binary_shape = _CONVERT  # jsonb and uuid as strings only, as their text
         self.writer: Writer = compile_value_writer(t.avro_schema)
         # An Avro int or long (dates and times among them) is encoded without the writer.
         self.integer = 0

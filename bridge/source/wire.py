@@ -16,6 +16,13 @@ _TWO_32: Final = 4_294_967_296
 _SIGN_32: Final = 0x8000_0000
 
 
+def u16(buf: bytes, pos: i64) -> i64:
+    """The big-endian uint16 at `pos` (a field count, a numeric's header word)."""
+    hi: i64 = buf[pos]
+    lo: i64 = buf[pos + 1]
+    return (hi << 8) | lo
+
+
 def u32(buf: bytes, pos: i64) -> i64:
     """The big-endian uint32 at `pos`, assembled from single bytes."""
     b0: i64 = buf[pos]
