@@ -160,8 +160,12 @@ def run(
     t0 = time.monotonic()
     thread.start()
 
+    first: list[float] = []  # when the first chunk was confirmed: start-up, fixed per run
+
     def finished() -> bool:
         tables = pipeline.snapshots.progress.tables()
+        if not first and any(s.rows_done for s in tables):
+            first.append(time.monotonic() - t0)
         return bool(tables) and all(s.done for s in tables)
 
     wait_for(finished, 3600, "the snapshot", every=0.02)
@@ -175,8 +179,8 @@ def run(
     print(
         f"workers={workers}: {read:,} rows in {seconds:.1f}s = {read / seconds:,.0f} rows/s, "
         f"bridge {cpu_us:.1f} CPU-µs/row (producing process {own_us:.1f}, readers "
-        f"{readers_us:.1f}), PostgreSQL {pg_us:.1f} "
-        f"(load {os.getloadavg()[0]:.2f})",
+        f"{readers_us:.1f}), PostgreSQL {pg_us:.1f}; first chunk confirmed after "
+        f"{first[0] if first else seconds:.2f}s (load {os.getloadavg()[0]:.2f})",
         flush=True,
     )
     if writer is not None:

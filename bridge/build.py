@@ -34,7 +34,7 @@ from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
 from bridge.slotstate import PositionRecorder, guard
-from bridge.snapshot import SnapshotManager
+from bridge.snapshot.manager import SnapshotManager
 from bridge.snapshot.notify import Notifier
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Final, Literal
-
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.error import SchemaRegistryError
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 from bridge.config import Config
 from bridge.errors import IncompatibleSchemaError, SchemaError
+
+if TYPE_CHECKING:
+    from confluent_kafka.schema_registry import (
+        RegisteredSchema,
+        Schema,
+        SchemaRegistryClient,
+        SchemaRegistryError,
+    )
 
 Strategy = Literal["topic", "record", "topic_record"]
 OnIncompatible = Literal["stop", "new_subject"]
@@ -48,26 +53,54 @@ def generation(subject: str, n: int) -> str:
     return subject if n == 1 else f"{subject}-v{n}"
 
 
+class RegistryClient(Protocol):
+    """What `Registry` asks of confluent-kafka's `SchemaRegistryClient`."""
+
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema: ...
+
+    def register_schema(self, subject_name: str, schema: Schema) -> int: ...
+
+
+class KnownSchemas(NamedTuple):
+    """A `Registry`'s caches, handed to another process (`Registry.known`)."""
+
+    ids: dict[tuple[str, str], int]
+    latest: dict[str, dict[str, Any] | None]
+
+
 class Registry:
-    """Registers schemas once per (subject, fingerprint) and remembers the ids."""
+    """Registers schemas once per (subject, fingerprint) and remembers the ids.
+
+    confluent-kafka's registry client is imported on the first registry round trip, not
+    with this module: ~0.2 s of imports (its OAuth and HTTP stacks) that a snapshot
+    reader, answered from its parent's `known` schemas, never needs.
+    """
 
     def __init__(
         self,
-        client: SchemaRegistryClient,
+        client: RegistryClient,
         strategy: Strategy = "topic",
         on_incompatible: OnIncompatible = "stop",
+        known: KnownSchemas | None = None,
     ) -> None:
         self.client = client
         self.strategy = strategy
         self.on_incompatible: OnIncompatible = on_incompatible
-        self._ids: dict[tuple[str, str], int] = {}
+        self._ids: dict[tuple[str, str], int] = {} if known is None else dict(known.ids)
         # subject -> the schema this process registered last (or the registry's latest)
-        self._latest: dict[str, dict[str, Any] | None] = {}
+        self._latest: dict[str, dict[str, Any] | None] = {} if known is None else dict(known.latest)
+
+    def known(self) -> KnownSchemas:
+        """Every id registered and subject read so far: a registry built with them answers
+        the same schemas without a round trip."""
+        return KnownSchemas(dict(self._ids), dict(self._latest))
 
     def latest(self, subject: str) -> dict[str, Any] | None:
         """The subject's newest schema (None for a new subject): one round trip per subject,
         then what this process registered there last."""
         if subject not in self._latest:
+            from confluent_kafka.schema_registry import SchemaRegistryError  # noqa: PLC0415
+
             try:
                 found = self.client.get_latest_version(subject)
             except SchemaRegistryError as exc:
@@ -87,6 +120,8 @@ class Registry:
         found = self._ids.get(key)
         if found is not None:
             return found
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryError  # noqa: PLC0415
+
         for n in range(1, _MAX_GENERATIONS):
             target = generation(subject, n)
             previous = self.latest(target)
@@ -229,10 +264,33 @@ def _unreachable(what: str, exc: Exception) -> SchemaError:
     )
 
 
-def open_registry(cfg: Config) -> Registry:
-    """The registry client as configured (the stream and the snapshot readers share this)."""
+class _OnFirstUse:
+    """A `SchemaRegistryClient` imported and made at its first call."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = config
+        self._client: SchemaRegistryClient | None = None
+
+    def _get(self) -> SchemaRegistryClient:
+        if self._client is None:
+            from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+
+            self._client = SchemaRegistryClient(self._config)
+        return self._client
+
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
+        return self._get().get_latest_version(subject_name)
+
+    def register_schema(self, subject_name: str, schema: Schema) -> int:
+        return self._get().register_schema(subject_name, schema)
+
+
+def open_registry(cfg: Config, known: KnownSchemas | None = None) -> Registry:
+    """The registry client as configured (the stream and the snapshot readers share this),
+    answering `known` schemas (`Registry.known`) without a round trip."""
     return Registry(
-        SchemaRegistryClient(cfg.registry.client_config()),
+        _OnFirstUse(cfg.registry.client_config()),
         cfg.avro.subject_strategy,
         cfg.registry.on_incompatible,
+        known,
     )

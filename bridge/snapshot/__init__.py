@@ -27,10 +27,7 @@ the signal table, or with `snapshot.read_only` the chunk read's own transaction 
 Notifications (`notify`): the progress of both kinds, to `snapshot.notification_topic`.
 
 Modes: see `modes`.
+
+Nothing is imported here: a snapshot reader process imports only what it runs
+(`worker`), not the streaming side's modules.
 """
-
-from bridge.snapshot.incremental import IncrementalSnapshotter
-from bridge.snapshot.manager import SnapshotManager
-from bridge.snapshot.progress import SnapshotProgress, TableStatus
-
-__all__ = ["IncrementalSnapshotter", "SnapshotManager", "SnapshotProgress", "TableStatus"]

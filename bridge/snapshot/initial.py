@@ -37,6 +37,7 @@ from bridge.config import Config
 from bridge.encode.copyrows import unpack_records
 from bridge.errors import ConfigError, SourceError
 from bridge.produce import Producer, kafka_client_config
+from bridge.registry import KnownSchemas, open_registry
 from bridge.routing import Routing
 from bridge.snapshot import catalog, chunks
 from bridge.snapshot.chunks import Chunk
@@ -67,9 +68,12 @@ class _Held(NamedTuple):
 
 
 class _Reader:
-    """One reader process, the pipes to and from it, and the chunks it was sent."""
+    """One reader process, the pipes to and from it, and the chunks it was sent.
 
-    def __init__(self, index: int, args: tuple[Any, ...]) -> None:
+    Started before its arguments are known (`start` sends them), so its interpreter
+    starts and imports while the parent plans and registers."""
+
+    def __init__(self, index: int) -> None:
         to_child, inbox = os.pipe()
         outbox, from_child = os.pipe()
         root = str(Path(bridge.__file__).resolve().parent.parent)
@@ -85,6 +89,8 @@ class _Reader:
         self.pipe = Connection(outbox, writable=False)
         self._send = Connection(inbox, readable=False)
         self.sent: deque[Chunk] = deque()
+
+    def start(self, args: tuple[Any, ...]) -> None:
         self._send.send(args)
 
     def send(self, chunk: Chunk) -> None:
@@ -190,13 +196,15 @@ class InitialSnapshot:
         """True once every chunk was delivered and recorded; False if stopped first."""
         conn = connect(self._cfg.source.conninfo())
         try:
+            for index in range(self._cfg.snapshot.workers):
+                self._readers.append(_Reader(index))
             import_snapshot(conn, self._snapshot_name)
             tables = snapshot_tables(self._cfg, conn, self._store.schema)
-            # Registered here first: readers registering a new subject at once race in
-            # the registry (one of them is refused as a conflicting first version).
-            for label, job in build_jobs(self._cfg, conn, tables).items():
+            # Registered here, once: readers build their encoders from these ids.
+            registry = open_registry(self._cfg)
+            for label, job in build_jobs(self._cfg, conn, tables, registry).items():
                 self._topics[label] = job.topic
-            known = self._start_readers(tables)
+            known = self._start_readers(tables, registry.known())
             self._planner = threading.Thread(
                 target=self._plan, args=(conn, tables, known), name="snapshot-planner", daemon=True
             )
@@ -212,10 +220,12 @@ class InitialSnapshot:
 
     # -- set-up ---------------------------------------------------------------
 
-    def _start_readers(self, tables: list[catalog.SnapshotTable]) -> dict[str, list[ChunkState]]:
+    def _start_readers(
+        self, tables: list[catalog.SnapshotTable], schemas: KnownSchemas
+    ) -> dict[str, list[ChunkState]]:
         """Readers up with the snapshot imported, then `release`; returns the stored chunks."""
-        args = (self._cfg, self._snapshot_name, tables, self._lsn)
-        self._readers = [_Reader(i, args) for i in range(self._cfg.snapshot.workers)]
+        for reader in self._readers:
+            reader.start((self._cfg, self._snapshot_name, tables, self._lsn, schemas))
         known: dict[str, list[ChunkState]] = {}
         for table in tables:
             known[table.label] = self._store.chunks(INITIAL, table.label)

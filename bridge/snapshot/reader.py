@@ -33,7 +33,7 @@ from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.errors import SchemaError
 from bridge.events.model import Change
-from bridge.registry import open_registry
+from bridge.registry import Registry, open_registry
 from bridge.routing import Routing
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
@@ -60,13 +60,16 @@ class TableJob(NamedTuple):
 _NO_SEND = "SELECT count(*) FROM pg_catalog.pg_type WHERE oid = ANY(%s) AND typsend = 0"
 
 
-def build_jobs(cfg: Config, catalog_conn: Any, tables: list[SnapshotTable]) -> dict[str, TableJob]:
-    """Encoders built exactly as the pipeline builds them, so schemas and ids match.
+def build_jobs(
+    cfg: Config, catalog_conn: Any, tables: list[SnapshotTable], registry: Registry | None = None
+) -> dict[str, TableJob]:
+    """Encoders built exactly as the pipeline builds them, so schemas and ids match,
+    registered through `registry` (default: a new one, `open_registry`).
 
     Built for text tuples, as the stream's are by default: an encoder reads binary
     tuples all the same, for the columns `ChangeEncoder.check_binary` accepts."""
     routing = Routing.from_config(cfg)
-    registry = open_registry(cfg)
+    registry = open_registry(cfg) if registry is None else registry
     encoders = encoder_cache(cfg, catalog_conn, registry, routing.topic, binary=False)
     jobs = {}
     for table in tables:

@@ -2,8 +2,9 @@
 
 Processes, not threads: Avro encoding is Python work that holds the GIL, so only
 separate interpreters read and encode in parallel. A reader imports the exported
-snapshot, builds its own encoders (registering a schema the parent would register
-returns the same id), and answers each `Chunk` it receives with
+snapshot, builds its own encoders from the schema ids its parent registered
+(`Registry.known`: no registry round trip, nor its client's imports), and answers
+each `Chunk` it receives with
 `("chunk", chunk, packed, last_value)`, where `packed` holds its records as
 `copyrows.pack_records` packs them and `last_value` is the chunk's final
 record encoded again with `source.snapshot = "last"`. It never writes progress:
@@ -12,7 +13,9 @@ pipes close, so it does not outlive a parent killed with SIGKILL.
 
 Started as `python -m bridge.snapshot.worker` with two pipe descriptors rather than
 through multiprocessing: spawning would re-run the parent's main module, which
-breaks any program embedding the pipeline without a `__main__` guard.
+breaks any program embedding the pipeline without a `__main__` guard. The parent starts
+it before it has anything to send (its first message may be `None`: stop), so the
+interpreter's start and imports overlap the parent's own set-up.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from bridge import log
 from bridge.config import Config
 from bridge.encode.copyrows import copy_records, pack_records
 from bridge.errors import BridgeError
+from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.reader import build_jobs, connect, import_snapshot, read_chunk, snapshot_source
 from bridge.source import libpq
@@ -43,9 +47,12 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        cfg, snapshot_name, tables, lsn = inbox.recv()
+        args = inbox.recv()
+        if args is None:
+            return
+        cfg, snapshot_name, tables, lsn, known = args
         log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
-        _serve(cfg, snapshot_name, tables, lsn, inbox, outbox)
+        _serve(cfg, snapshot_name, tables, lsn, known, inbox, outbox)
     except (EOFError, BrokenPipeError):
         return  # the parent is gone
     except BaseException as exc:
@@ -61,6 +68,7 @@ def _serve(
     snapshot_name: str,
     tables: list[SnapshotTable],
     lsn: int,
+    known: KnownSchemas,
     inbox: Connection,
     outbox: Connection,
 ) -> None:
@@ -68,7 +76,7 @@ def _serve(
     conn = connect(conninfo)
     import_snapshot(conn, snapshot_name)
     catalog_conn = libpq.connect(conninfo, replication=False)
-    jobs = build_jobs(cfg, catalog_conn, tables)
+    jobs = build_jobs(cfg, catalog_conn, tables, open_registry(cfg, known))
     prefix, db = cfg.kafka.topic_prefix, cfg.source.dbname
     source = snapshot_source(prefix, db, lsn, "true")
     last_source = snapshot_source(prefix, db, lsn, "last")
