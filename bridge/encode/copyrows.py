@@ -125,13 +125,15 @@ def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | Non
     return new_tuple(_TUPLE_DATA, (kinds if nulls is None else bytes(nulls), tuple(values))), pos
 
 
-def text_lines(data: bytes) -> list[bytes]:
-    """The rows of text COPY output, one line each without its newline: one split of the
-    whole output, where finding and slicing each line was two calls per row."""
+def text_lines(data: bytes, offset: int = 0) -> list[bytes]:
+    """The rows of a block of text COPY output (at `offset` of the whole output, which
+    errors name), one line each without its newline: one split of the whole block, where
+    finding and slicing each line was two calls per row."""
     lines = _SPLIT(data, _NEWLINE_BYTE)
     last = lines.pop()  # b"" after the final newline
     if last:
-        raise ProtocolError(_WHAT, len(data) - len(last), "a text COPY row without its newline")
+        where = offset + len(data) - len(last)
+        raise ProtocolError(_WHAT, where, "a text COPY row without its newline")
     return lines
 
 
@@ -168,41 +170,82 @@ def _unescaped(match: re.Match[bytes]) -> bytes:
     return _UNESCAPED[match.group(1)]
 
 
-def copy_records(
-    data: bytes, binary: bool, encoder: ChangeEncoder, source: TxSource
-) -> tuple[list[Record], Change | None]:
-    """Records (op "r") of every row of one COPY's output (`data`: all of it, in the
-    format `binary` says), and the last row's change, to encode it again as the
-    snapshot's "last" record."""
-    relation = encoder.table.relation
-    width = len(relation.columns)
-    lsn = source.commit_lsn
-    records = encoder.records
-    out: list[Record] = []
-    change: Change | None = None
-    if binary:
-        kinds = bytes((KIND_BINARY,)) * width
-        pos: i64 = binary_start(data)
-        while True:
+class CopyRows:
+    """Records (op "r") of one COPY's output, fed in blocks as it arrives (`feed`), and
+    the last row's change, to encode it again as the snapshot's "last" record (`finish`).
+
+    Blocks so that the server goes on sending the next rows while this encodes the ones
+    at hand (`bridge.source.libpq.copy_out`). Every block holds whole rows: COPY TO sends
+    one CopyData message per row, binary COPY's header with the first. A row cut across
+    blocks is a `ProtocolError`, as a truncated one is.
+    """
+
+    def __init__(self, binary: bool, encoder: ChangeEncoder, source: TxSource) -> None:
+        self._binary = binary
+        self._encoder = encoder
+        self._source = source
+        self._relation = encoder.table.relation
+        width = len(self._relation.columns)
+        self._kinds = bytes((KIND_BINARY if binary else KIND_TEXT,)) * width
+        self._records: list[Record] = []
+        self._change: Change | None = None
+        self._offset: i64 = 0  # of the block in the whole output, for errors
+        self._started = False  # binary: the header was read
+        self._ended = False  # binary: the end-of-data marker was read
+
+    def feed(self, data: bytes) -> None:
+        """Encode one block of whole rows."""
+        if self._binary:
+            self._feed_binary(data)
+        else:
+            self._feed_text(data)
+        self._offset += len(data)
+
+    def finish(self) -> tuple[list[Record], Change | None]:
+        """Every record, once the whole output was fed."""
+        if self._binary and not self._ended:
+            if not self._started:
+                raise ProtocolError(_WHAT, 0, "no binary COPY signature")
+            raise ProtocolError(_WHAT, self._offset, "binary COPY output without its end marker")
+        return self._records, self._change
+
+    def _feed_binary(self, data: bytes) -> None:
+        relation, kinds, source = self._relation, self._kinds, self._source
+        lsn = source.commit_lsn
+        records = self._encoder.records
+        out = self._records
+        pos: i64 = 0
+        if not self._started:
+            pos = binary_start(data)
+            self._started = True
+        end: i64 = len(data)
+        change = self._change
+        while pos < end:
+            if self._ended:
+                extra = end - pos
+                where = self._offset + pos
+                raise ProtocolError(_WHAT, where, f"{extra} bytes after the end-of-data marker")
             new, pos = read_binary_row(data, pos, kinds)
             if new is None:
-                break
+                self._ended = True
+                continue
             change = new_tuple(_CHANGE, (OP_READ, relation, "", None, new, 0, (), 0, None, lsn))
             out += records(change, source)
-        if pos != len(data):
-            extra = len(data) - pos
-            raise ProtocolError(_WHAT, pos, f"{extra} bytes after the end-of-data marker")
-    else:
-        kinds = bytes((KIND_TEXT,)) * width
-        offset: i64 = 0
-        for line in text_lines(data):
-            text_row = read_text_row(line, offset, kinds)
+        self._change = change
+
+    def _feed_text(self, data: bytes) -> None:
+        relation, kinds, source = self._relation, self._kinds, self._source
+        lsn = source.commit_lsn
+        records = self._encoder.records
+        out = self._records
+        offset: i64 = self._offset
+        change = self._change
+        for line in text_lines(data, offset):
+            row = read_text_row(line, offset, kinds)
             offset += len(line) + 1
-            change = new_tuple(
-                _CHANGE, (OP_READ, relation, "", None, text_row, 0, (), 0, None, lsn)
-            )
+            change = new_tuple(_CHANGE, (OP_READ, relation, "", None, row, 0, (), 0, None, lsn))
             out += records(change, source)
-    return out, change
+        self._change = change
 
 
 PackedRecords = tuple[bytes, list[int]]

@@ -44,7 +44,7 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from bridge.config import Config
-from bridge.encode.copyrows import copy_records
+from bridge.encode.copyrows import CopyRows
 from bridge.errors import SourceError
 from bridge.lsn import LSN
 from bridge.snapshot import chunks
@@ -263,8 +263,9 @@ def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list
     """The records of one chunk read inside the held snapshot: runs on a load worker."""
     source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
     with _task_job(cfg, snapshot_name, task) as (conn, job):
-        data = read_chunk(conn, task.table, task.chunk, job.binary)  # as the readers do
-        records, _ = copy_records(data, job.binary, job.encoder, source)
+        rows = CopyRows(job.binary, job.encoder, source)
+        read_chunk(conn, task.table, task.chunk, job.binary, rows.feed)  # as the readers do
+        records, _ = rows.finish()
     return [(job.topic, key, value) for key, value, _ in records]
 
 

@@ -18,7 +18,7 @@ pgoutput's text tuples.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import psycopg
@@ -124,14 +124,19 @@ def export_again(conn: psycopg.Connection[Any]) -> str:
 
 
 def read_chunk(
-    conn: psycopg.Connection[Any], table: SnapshotTable, chunk: Chunk, binary: bool
-) -> bytes:
-    """The COPY output of one chunk, binary or text, all of it in one buffer: what
-    `bridge.encode.copyrows.copy_records` reads."""
+    conn: psycopg.Connection[Any],
+    table: SnapshotTable,
+    chunk: Chunk,
+    binary: bool,
+    sink: Callable[[bytes], object],
+) -> None:
+    """The COPY output of one chunk, binary or text, handed to `sink` in blocks of whole
+    rows as it arrives (`libpq.copy_out`): what `bridge.encode.copyrows.CopyRows.feed`
+    reads."""
     query, params = chunk_query(table, chunk)
     form = sql.SQL("binary" if binary else "text")
     statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT {})").format(query, form)
-    return libpq.copy_out(conn, statement, params)
+    libpq.copy_out(conn, statement, params, sink)
 
 
 def encode_rows(

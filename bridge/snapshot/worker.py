@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 
 from bridge import log
 from bridge.config import Config
-from bridge.encode.copyrows import copy_records, pack_records
+from bridge.encode.copyrows import CopyRows, pack_records
 from bridge.errors import BridgeError
 from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot.catalog import SnapshotTable
@@ -87,8 +87,9 @@ def _serve(
             if chunk is None:
                 return
             job = jobs[chunk.table]
-            data = read_chunk(conn, job.table, chunk, job.binary)
-            records, last = copy_records(data, job.binary, job.encoder, source)
+            rows = CopyRows(job.binary, job.encoder, source)
+            read_chunk(conn, job.table, chunk, job.binary, rows.feed)
+            records, last = rows.finish()
             last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
             outbox.send(("chunk", chunk, pack_records(records), last_value))
     finally:

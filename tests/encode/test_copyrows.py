@@ -7,6 +7,7 @@ real server that COPY's values are pgoutput's, byte for byte.
 from __future__ import annotations
 
 import io
+import itertools
 import struct
 from typing import Any
 
@@ -18,8 +19,8 @@ from hypothesis import strategies as st
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
 from bridge.encode.copyrows import (
     BINARY_SIGNATURE,
+    CopyRows,
     binary_start,
-    copy_records,
     pack_records,
     read_binary_row,
     read_text_row,
@@ -61,6 +62,33 @@ def int8(n: int) -> bytes:
     return struct.pack(">q", n)
 
 
+def copy_records(data: bytes, binary: bool, blocks: int = 1) -> tuple[list[Record], Change | None]:
+    """`data`'s records, fed to `CopyRows` whole or cut into `blocks` at row boundaries
+    (binary COPY's header and first row together, as the server sends them)."""
+    rows = CopyRows(binary, encoder(), TX)
+    for block in cut(data, binary, blocks):
+        rows.feed(block)
+    return rows.finish()
+
+
+def cut(data: bytes, binary: bool, blocks: int) -> list[bytes]:
+    if blocks == 1:
+        return [data]
+    ends: list[int] = []
+    if binary:
+        pos = binary_start(data)
+        while pos < len(data):
+            _, pos = read_binary_row(data, pos, BINARY_KINDS)
+            ends.append(pos)
+    else:
+        ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+    step = max(1, -(-len(ends) // blocks))
+    starts = [0, *ends[step - 1 :: step]]
+    if starts[-1] != len(data):
+        starts.append(len(data))
+    return [data[a:b] for a, b in itertools.pairwise(starts)]
+
+
 def decoded(records: list[Record]) -> list[tuple[Any, str, Any, int]]:
     """(key, op, after, source.lsn) of each record."""
     out = []
@@ -75,7 +103,7 @@ def decoded(records: list[Record]) -> list[tuple[Any, str, Any, int]]:
 
 def test_binary_rows_are_encoded_as_the_streams_binary_tuples() -> None:
     data = HEADER + binary_row(int8(1), "ä\tb".encode()) + binary_row(int8(2), None) + TRAILER
-    records, last = copy_records(data, True, encoder(), TX)
+    records, last = copy_records(data, True)
     assert decoded(records) == [
         ({"id": 1}, "r", {"id": 1, "body": "ä\tb"}, SNAPSHOT_LSN),
         ({"id": 2}, "r", {"id": 2, "body": None}, SNAPSHOT_LSN),
@@ -98,7 +126,7 @@ def without_ts(records: list[Record]) -> list[tuple[bytes | None, dict[str, Any]
 
 def test_text_rows_are_unescaped_and_null_is_backslash_n() -> None:
     data = b"1\ta\\tb\\\\c\\nd\\re\\bf\\fg\\vh\n2\t\\N\n3\t\\\\N\n4\tplain\n"
-    records, last = copy_records(data, False, encoder(), TX)
+    records, last = copy_records(data, False)
     assert [after for _, _, after, _ in decoded(records)] == [
         {"id": 1, "body": "a\tb\\c\nd\re\bf\fg\vh"},
         {"id": 2, "body": None},
@@ -123,8 +151,8 @@ def test_binary_header_extension_is_skipped() -> None:
 
 
 def test_empty_output_has_no_records() -> None:
-    assert copy_records(HEADER + TRAILER, True, encoder(), TX) == ([], None)
-    assert copy_records(b"", False, encoder(), TX) == ([], None)
+    assert copy_records(HEADER + TRAILER, True) == ([], None)
+    assert copy_records(b"", False) == ([], None)
 
 
 @pytest.mark.parametrize(
@@ -136,7 +164,9 @@ def test_empty_output_has_no_records() -> None:
         (HEADER + binary_row(int8(1)) + TRAILER, True, "a row of 1 fields, expected 2"),
         (HEADER + binary_row(int8(1), b"abc")[:-1], True, "runs past the data"),
         (HEADER + binary_row(int8(1), b"abc")[:4], True, "truncated binary COPY field"),
-        (HEADER + binary_row(int8(1), b"a"), True, "truncated binary COPY row"),
+        (HEADER + binary_row(int8(1), b"a")[:1], True, "truncated binary COPY row"),
+        (HEADER + binary_row(int8(1), b"a"), True, "binary COPY output without its end marker"),
+        (b"", True, "no binary COPY signature"),
         (HEADER + TRAILER + b"\x00", True, "1 bytes after the end-of-data marker"),
         (b"1\tx", False, "without its newline"),
         (b"1\tx\ty\n", False, "a row of 3 fields, expected 2"),
@@ -147,7 +177,49 @@ def test_empty_output_has_no_records() -> None:
 )
 def test_malformed_output_is_a_protocol_error(data: bytes, binary: bool, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
-        copy_records(data, binary, encoder(), TX)
+        copy_records(data, binary)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "text"])
+@given(
+    st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.none() | st.text()), max_size=12),
+    st.integers(1, 13),
+)
+def test_rows_fed_in_blocks_are_the_rows_fed_whole(
+    binary: bool, rows: list[tuple[int, str | None]], blocks: int
+) -> None:
+    """Blocks of whole rows, however cut, give the records (the clock's ts_ms aside) and
+    last change of the output fed whole; a row cut across two blocks is an error."""
+    if binary:
+        data = HEADER
+        for n, body in rows:
+            data += binary_row(int8(n), None if body is None else body.encode())
+        data += TRAILER
+    else:
+        data = b"".join(
+            b"%d\t%s\n" % (n, b"\\N" if body is None else escaped(body)) for n, body in rows
+        )
+    whole = copy_records(data, binary)
+    assert [after for _, _, after, _ in decoded(whole[0])] == [
+        {"id": n, "body": body} for n, body in rows
+    ]
+    records, last = copy_records(data, binary, blocks)
+    assert (without_ts(records), last) == (without_ts(whole[0]), whole[1])
+    if len(data) > len(HEADER) + 3 and rows:
+        split = CopyRows(binary, encoder(), TX)
+        middle = len(HEADER) + 3 if binary else len(data) - 2
+        with pytest.raises(ProtocolError):
+            split.feed(data[:middle])
+            split.feed(data[middle:])
+            split.finish()
+
+
+def escaped(text: str) -> bytes:
+    """`text` as text COPY writes it."""
+    out = text.encode().replace(b"\\", b"\\\\")
+    for raw, code in ((b"\t", b"t"), (b"\n", b"n"), (b"\r", b"r")):
+        out = out.replace(raw, b"\\" + code)
+    return out
 
 
 _PART = st.none() | st.binary(max_size=40)

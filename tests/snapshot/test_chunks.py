@@ -26,9 +26,11 @@ def _read_all(
     """Every planned chunk's rows, read as the snapshot's readers read them (text COPY)."""
     kinds = bytes((KIND_TEXT,)) * len(table.relation.columns)
     rows: list[tuple[bytes | None, ...]] = []
+    blocks: list[bytes] = []
     for chunk in planned:
-        data = reader.read_chunk(conn, table, chunk, False)
-        rows += [read_text_row(line, 0, kinds).values for line in text_lines(data)]
+        reader.read_chunk(conn, table, chunk, False, blocks.append)
+    for block in blocks:
+        rows += [read_text_row(line, 0, kinds).values for line in text_lines(block)]
     return rows
 
 

@@ -53,7 +53,7 @@ def test_snapshot_values_equal_pgoutput(
     conn = reader.connect(cfg.source.conninfo())
     try:
         chunk = Chunk(table.label, 0, table.method, None, None)
-        data = reader.read_chunk(conn, table, chunk, binary)
+        data = chunk_output(conn, table, chunk, binary)
     finally:
         conn.close()
     width = len(table.relation.columns)
@@ -67,12 +67,23 @@ def test_snapshot_values_equal_pgoutput(
     assert row is not None and row.values[-1] is None
 
 
+def chunk_output(
+    conn: psycopg.Connection[Any], table: catalog.SnapshotTable, chunk: Chunk, binary: bool
+) -> bytes:
+    """A chunk's whole COPY output, its blocks joined."""
+    blocks: list[bytes] = []
+    reader.read_chunk(conn, table, chunk, binary, blocks.append)
+    return b"".join(blocks)
+
+
 def test_a_copy_failing_midway_is_a_typed_error(
     stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any]
 ) -> None:
     """A chunk whose COPY the server ends with an error after sending rows (here a
     division by zero in the 30,000th row's filter) raises CommandError with the
-    server's SQLSTATE, not a partial chunk; a chunk that succeeds reads every row."""
+    server's SQLSTATE after the rows before it; a chunk that succeeds reads every row,
+    in blocks of whole rows; a reader failing on a block cancels the COPY, and the
+    connection serves the next one."""
     pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
     pg_conn.execute("INSERT INTO big SELECT g, repeat('x', 100) FROM generate_series(1, 40000) g")
     oid = pg_conn.execute("SELECT 'big'::regclass::oid").fetchone()[0]  # type: ignore[index]
@@ -81,8 +92,18 @@ def test_a_copy_failing_midway_is_a_typed_error(
     conn = reader.connect(source_config(stack, pg_db).source.conninfo())
     try:
         chunk = Chunk(good.label, 0, good.method, None, None)
-        assert len(text_lines(reader.read_chunk(conn, good, chunk, False))) == 40000
+        blocks: list[bytes] = []
+        reader.read_chunk(conn, good, chunk, False, blocks.append)
+        assert len(blocks) > 1 and all(block.endswith(b"\n") for block in blocks)
+        assert sum(len(text_lines(block)) for block in blocks) == 40000
+
+        def refuse(block: bytes) -> None:
+            raise ValueError("the reader failed")
+
+        with pytest.raises(ValueError, match="the reader failed"):
+            reader.read_chunk(conn, good, chunk, False, refuse)
+        assert len(chunk_output(conn, good, chunk, False).splitlines()) == 40000
         with pytest.raises(libpq.CommandError, match=r"COPY failed: \[22012\] division by zero"):
-            reader.read_chunk(conn, failing, chunk, False)
+            reader.read_chunk(conn, failing, chunk, False, blocks.append)
     finally:
         conn.close()

@@ -17,7 +17,7 @@ import pytest
 
 from bridge import registry as registry_module
 from bridge.config import Config
-from bridge.encode.copyrows import copy_records, unpack_records
+from bridge.encode.copyrows import CopyRows, unpack_records
 from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot import catalog, chunks, reader, worker
 from bridge.snapshot.initial import _Reader
@@ -113,18 +113,11 @@ def _keys_by_chunk(
         registry = open_registry(cfg)
         job = reader.build_jobs(cfg, catalog_conn, [table], registry)[table.label]
         source = reader.snapshot_source("p", "db", 0, "true")
-        keys = [
-            [
-                key
-                for key, _, _ in copy_records(
-                    reader.read_chunk(conn, table, chunk, job.binary),
-                    job.binary,
-                    job.encoder,
-                    source,
-                )[0]
-            ]
-            for chunk in planned
-        ]
+        keys = []
+        for chunk in planned:
+            rows = CopyRows(job.binary, job.encoder, source)
+            reader.read_chunk(conn, table, chunk, job.binary, rows.feed)
+            keys.append([key for key, _, _ in rows.finish()[0]])
         return keys, registry.known()
     finally:
         conn.close()
