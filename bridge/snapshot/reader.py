@@ -1,13 +1,14 @@
 """Reading chunks inside an exported snapshot, and turning their rows into records.
 
-A reader's chunk is one `COPY (SELECT …) TO STDOUT`: its output goes whole to the
-table version's encoder (`bridge.encode.copyrows`), with no row fetched into Python
-values on the way. Text COPY carries each value as its output function prints it, as
-pgoutput's text tuples do; binary COPY in its send format, as pgoutput's binary tuples
-do. Binary is the default (snapshot.copy_format), where every column allows it: the
-encoder writes the common types' send format inline (a float8's bytes reversed, integers
-and timestamps read in i64) at the reader's CPU per row of text, and the server's send
-functions cost less than its output functions (bench/README.md, snapshot).
+A reader's chunk is one `COPY (SELECT …) TO STDOUT`: its output goes to the table
+version's encoder (`bridge.encode.copyrows`) in blocks as it arrives, with no row
+fetched into Python values on the way. Text COPY carries each value as its output
+function prints it, as pgoutput's text tuples do; binary COPY in its send format, as
+pgoutput's binary tuples do. Binary is the default (snapshot.copy_format), where every
+column allows it: the encoder writes the common types' send format inline (a float8's
+bytes reversed, integers and timestamps read in i64) at the reader's CPU per row of
+text, and the server's send functions cost less than its output functions
+(bench/README.md, snapshot).
 
 Incremental snapshots and `bridge verify` read with a cursor instead (`encode_rows`):
 values fetched in the text output format and kept as the exact bytes the server
