@@ -14,7 +14,9 @@ runs in this process (`Pipeline` on a thread, mode `initial`). Reported per run:
 seconds from `Pipeline.run()` until every snapshot chunk is delivered and recorded
 (reader start-up included), the rows/s that makes, and the CPU time per row of the
 bridge (this process, which produces, plus its reader processes) and of PostgreSQL's
-backends connected to the bench database (the readers' COPY work, mostly).
+backends connected to the bench database (the readers' COPY work, mostly), and how long
+after `Pipeline.run()` the first chunk was confirmed (start-up: the slot, the readers'
+start, the first chunk's round trip).
 
 `--writes` keeps a session updating, deleting and inserting random rows in small
 transactions during the snapshot; `--verify` then stops the writes and checks that
