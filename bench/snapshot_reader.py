@@ -6,7 +6,7 @@ bench/compare.py's 10-column table of `--rows` rows (bench/snapshot.py's `prepar
 planned into chunks of 10,000 rows and read chunk by chunk inside one transaction, as
 a reader does, three ways: a cursor fetching the server's text output as raw bytes
 then `encode_rows` (the readers before issue 22, still the incremental snapshot's and
-`bridge verify`'s path), binary COPY and text COPY fed to `CopyRows` as they arrive.
+`bridge verify`'s path), binary COPY and text COPY encoded as they arrive (`read_records`).
 Reported per way (best of three): rows/s, this process's CPU-µs per row and the
 PostgreSQL backend's.
 The encoder is built from the table's catalog description without a registry.
@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT / "bench"))  # bench/snapshot.py before the tests' s
 from compare_workloads import TABLE  # noqa: E402
 from snapshot import DB, dsn, prepare, start_stack  # noqa: E402
 
-from bridge.encode.copyrows import CopyRows  # noqa: E402
 from bridge.encode.records import ChangeEncoder  # noqa: E402
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog  # noqa: E402
 from bridge.schema.table import TableCodec, TableDetails  # noqa: E402
@@ -76,9 +75,8 @@ def main() -> None:
 
         def copy(binary: bool) -> ReadChunk:
             def read(conn: psycopg.Connection[Any], chunk: chunks.Chunk) -> int:
-                rows = CopyRows(binary, encoder, source)
-                reader.read_chunk(conn, table, chunk, binary, rows.feed)
-                return len(rows.finish()[0])
+                copy_job = job._replace(binary=binary)
+                return len(reader.read_records(conn, copy_job, chunk, source)[0])
 
             return read
 

@@ -220,18 +220,18 @@ class CopyRows:
             self._started = True
         end: i64 = len(data)
         change = self._change
-        while pos < end:
-            if self._ended:
-                extra = end - pos
-                where = self._offset + pos
-                raise ProtocolError(_WHAT, where, f"{extra} bytes after the end-of-data marker")
+        ended = self._ended
+        while pos < end and not ended:
             new, pos = read_binary_row(data, pos, kinds)
             if new is None:
-                self._ended = True
+                ended = self._ended = True
                 continue
             change = new_tuple(_CHANGE, (OP_READ, relation, "", None, new, 0, (), 0, None, lsn))
             out += records(change, source)
         self._change = change
+        if pos < end:
+            extra, where = end - pos, self._offset + pos
+            raise ProtocolError(_WHAT, where, f"{extra} bytes after the end-of-data marker")
 
     def _feed_text(self, data: bytes) -> None:
         relation, kinds, source = self._relation, self._kinds, self._source

@@ -44,7 +44,6 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from bridge.config import Config
-from bridge.encode.copyrows import CopyRows
 from bridge.errors import SourceError
 from bridge.lsn import LSN
 from bridge.snapshot import chunks
@@ -58,7 +57,7 @@ from bridge.snapshot.reader import (
     encode_rows,
     export_again,
     import_snapshot,
-    read_chunk,
+    read_records,
     snapshot_source,
 )
 from bridge.snapshot.store import DONE, INITIAL, RUNNING, ProgressStore
@@ -263,9 +262,7 @@ def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list
     """The records of one chunk read inside the held snapshot: runs on a load worker."""
     source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
     with _task_job(cfg, snapshot_name, task) as (conn, job):
-        rows = CopyRows(job.binary, job.encoder, source)
-        read_chunk(conn, task.table, task.chunk, job.binary, rows.feed)  # as the readers do
-        records, _ = rows.finish()
+        records, _ = read_records(conn, job, task.chunk, source)  # as the readers do
     return [(job.topic, key, value) for key, value, _ in records]
 
 

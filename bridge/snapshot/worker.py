@@ -27,11 +27,17 @@ from multiprocessing.connection import Connection
 
 from bridge import log
 from bridge.config import Config
-from bridge.encode.copyrows import CopyRows, pack_records
+from bridge.encode.copyrows import pack_records
 from bridge.errors import BridgeError
 from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot.catalog import SnapshotTable
-from bridge.snapshot.reader import build_jobs, connect, import_snapshot, read_chunk, snapshot_source
+from bridge.snapshot.reader import (
+    build_jobs,
+    connect,
+    import_snapshot,
+    read_records,
+    snapshot_source,
+)
 from bridge.source import libpq
 
 _PR_SET_PDEATHSIG = 1
@@ -87,9 +93,7 @@ def _serve(
             if chunk is None:
                 return
             job = jobs[chunk.table]
-            rows = CopyRows(job.binary, job.encoder, source)
-            read_chunk(conn, job.table, chunk, job.binary, rows.feed)
-            records, last = rows.finish()
+            records, last = read_records(conn, job, chunk, source)
             last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
             outbox.send(("chunk", chunk, pack_records(records), last_value))
     finally:

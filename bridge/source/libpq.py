@@ -118,14 +118,13 @@ def copy_out(
                 size += nbytes
                 if size < COPY_BLOCK_BYTES:
                     continue
-            elif nbytes == 0 and not parts:
-                selector.select()
-                pg.consume_input()
-                continue
-            if parts:
+            if parts:  # a full block, no more rows at hand, or the end
                 sink(b"".join(parts))
                 parts.clear()
                 size = 0
+            elif nbytes == 0:
+                selector.select()
+                pg.consume_input()
             if nbytes < 0:
                 break
         while pg.is_busy():

@@ -17,7 +17,7 @@ import pytest
 
 from bridge import registry as registry_module
 from bridge.config import Config
-from bridge.encode.copyrows import CopyRows, unpack_records
+from bridge.encode.copyrows import unpack_records
 from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot import catalog, chunks, reader, worker
 from bridge.snapshot.initial import _Reader
@@ -115,9 +115,7 @@ def _keys_by_chunk(
         source = reader.snapshot_source("p", "db", 0, "true")
         keys = []
         for chunk in planned:
-            rows = CopyRows(job.binary, job.encoder, source)
-            reader.read_chunk(conn, table, chunk, job.binary, rows.feed)
-            keys.append([key for key, _, _ in rows.finish()[0]])
+            keys.append([key for key, _, _ in reader.read_records(conn, job, chunk, source)[0]])
         return keys, registry.known()
     finally:
         conn.close()
