@@ -1,12 +1,12 @@
 """Prometheus metrics and health state, read at scrape time (never per row through a library).
 
 The pipeline handles well over 100k rows/s; a prometheus_client `labels(...).inc()`
-costs about a microsecond, so the pipeline only bumps plain ints in `Metrics.events`
-and calls per-transaction hooks. `BridgeCollector` turns that state, and the ack
-tracker's and producer's own counters, into metric families when /metrics is
-scraped. Every value has one writer (the pipeline thread; the monitor thread for
-its probes' results); scrapes run on HTTP threads and read single attributes or
-C-level dict copies, which the GIL keeps whole.
+costs about a microsecond, so the pipeline only bumps plain ints (the one-item
+counters of `Metrics.events`) and calls per-transaction hooks. `BridgeCollector`
+turns that state, and the ack tracker's and producer's own counters, into metric
+families when /metrics is scraped. Every value has one writer (the pipeline thread;
+the monitor thread for its probes' results); scrapes run on HTTP threads and read
+single attributes or C-level dict copies, which the GIL keeps whole.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Protocol
 
@@ -131,7 +130,10 @@ class Metrics:
         self.liveness_timeout_s = liveness_timeout_s
         self._clock = clock
         self._wall = wall
-        self.events: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        # (schema, table, op) -> a one-item counter. The pipeline keeps each table's
+        # counters and adds to them in place: a dict update keyed by a tuple (hashed
+        # twice) cost ~1,000 instructions per row, the counter ~30.
+        self.events: dict[tuple[str, str, str], list[int]] = {}
         self.errors: dict[str, int] = dict.fromkeys(ERROR_STAGES, 0)
         self.connected: dict[str, bool] = dict.fromkeys(DEPENDENCIES, False)
         self.confirmed_flush_lsn: int | None = None
@@ -164,6 +166,10 @@ class Metrics:
         self.snapshot = snapshot
         self.status = status
         self._progress = self._measure()  # the start position is no progress
+
+    def event_counter(self, namespace: str, name: str, op: str) -> list[int]:
+        """The counter of `op` changes to `namespace.name` (its one item), created at 0."""
+        return self.events.setdefault((namespace, name, op), [0])
 
     def tick(self) -> None:
         self._last_tick = self._clock()
@@ -256,7 +262,7 @@ class Metrics:
         snapshot = self.snapshot.tables() if self.snapshot is not None else ()
         return (
             self.status.received if self.status is not None else 0,
-            sum(self.events.copy().values()),
+            sum(count[0] for count in self.events.copy().values()),
             self.confirmed_flush_lsn,
             sum(t.rows_done for t in snapshot),
         )
@@ -286,8 +292,8 @@ class BridgeCollector:
         m = self._metrics
         f = self._families()
         f["build"].add_metric([self._version], 1)
-        for (namespace, name, op), count in m.events.copy().items():
-            f["events"].add_metric([f"{namespace}.{name}", op], count)
+        for (namespace, name, op), counter in m.events.copy().items():
+            f["events"].add_metric([f"{namespace}.{name}", op], counter[0])
         for stage, count in m.errors.copy().items():
             f["errors"].add_metric([stage], count)
         for dep, up in m.connected.copy().items():

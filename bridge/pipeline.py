@@ -210,7 +210,7 @@ class Pipeline:
         self.start_lsn = parts.start_lsn
         self._describe = parts.describe
         self._resources = parts.resources
-        self._event_counts = parts.metrics.events
+        self._event_counter = parts.metrics.event_counter
         self._commits = parts.metrics.commits
         self._stopping = False
         # Read per transaction: plain attributes, not lookups through the config models.
@@ -361,11 +361,12 @@ class Pipeline:
                 self._send(*routed)
             return []
         op = change.op
-        counted = route.count_keys.get(op)
-        if counted is None:  # the same key object each time: the lookup skips comparing
+        counter = route.counters.get(op)
+        if counter is None:  # the table's first change with this op
             relation = route.relation
-            counted = route.count_keys[op] = (relation.namespace, relation.name, op)
-        self._event_counts[counted] += 1
+            counter = self._event_counter(relation.namespace, relation.name, op)
+            route.counters[op] = counter
+        counter[0] += 1
         encoder = route.encoder
         if encoder is None:
             encoder = route.resolve(self)
@@ -544,7 +545,7 @@ class _Route:
 
     __slots__ = (
         "captured",
-        "count_keys",
+        "counters",
         "encoder",
         "limit",
         "outbox",
@@ -562,7 +563,7 @@ class _Route:
         self.encoder: RowEncoder | None = None
         self.topic = ""
         self.limit = 0
-        self.count_keys: dict[str, tuple[str, str, str]] = {}  # Metrics.events keys by op
+        self.counters: dict[str, list[int]] = {}  # op -> its Metrics.events counter
 
     def resolve(self, pipeline: Pipeline) -> RowEncoder:
         self.topic, encoder = pipeline.encoders.get(self.relation)

@@ -93,9 +93,9 @@ def busy_metrics() -> Metrics:
     """Every kind of state set, so every family has samples."""
     m = Metrics()
     m.tick()
-    m.events["public", "t", "c"] += 3
-    m.events["public", "t", "d"] += 1
-    m.events["shop", "orders", "u"] += 2
+    m.event_counter("public", "t", "c")[0] += 3
+    m.event_counter("public", "t", "d")[0] += 1
+    m.event_counter("shop", "orders", "u")[0] += 2
     m.error("kafka")
     m.set_connected("postgres", True)
     m.slot_lag_bytes = 4096
@@ -244,7 +244,7 @@ def test_liveness_follows_ticks_and_rows() -> None:
     ok, why = m.alive()
     assert not ok and "no progress for 31s" in why
     # One huge transaction replays within a single loop iteration: rows prove life.
-    m.events["public", "t", "c"] += 1
+    m.event_counter("public", "t", "c")[0] += 1
     assert m.alive()[0]
     clock.now += 31
     assert not m.alive()[0]
@@ -355,7 +355,7 @@ def test_metrics_endpoint(served: tuple[Metrics, str]) -> None:
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/plain")
     assert value(reply.text, "bridge_events_total", table="public.t", op="c") == 3
-    metrics.events["public", "t", "c"] += 1  # read at scrape time
+    metrics.event_counter("public", "t", "c")[0] += 1  # read at scrape time
     again = httpx.get(f"{base}/metrics?debug=1").text
     assert value(again, "bridge_events_total", table="public.t", op="c") == 4
 

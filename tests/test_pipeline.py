@@ -334,7 +334,7 @@ def test_rows_reach_kafka_and_the_flush_position_follows_delivery(tmp_path: Path
     assert run.encoders.asked == ["t"]  # one encoder per relation version, not per row
     assert run.conn.flushed() == 0x300  # the last transaction's end, once delivered
     assert run.closed == ["resources"]
-    assert run.pipeline.metrics.events[("public", "t", "c")] == 3
+    assert run.pipeline.metrics.events[("public", "t", "c")] == [3]
 
 
 def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path: Path) -> None:
