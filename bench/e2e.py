@@ -118,22 +118,24 @@ class Bridge:
         self.config.write_text(yaml.safe_dump(settings))
         self.log = workdir / f"{prefix}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.wrapper: list[str] = []  # a command the bridge runs under (bench/instructions.py)
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "bridge", "run", "--config", str(self.config)]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bridge", "run", "--config", str(self.config)],
+                [*self.wrapper, *command],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 60) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            if self.proc.wait(60) != 0:
+            if self.proc.wait(timeout) != 0:
                 tail = self.log.read_text(errors="replace")[-4000:]
                 raise SystemExit(f"bridge exited badly; the end of its log {self.log}:\n{tail}")
 
