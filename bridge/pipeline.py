@@ -366,7 +366,7 @@ class Pipeline:
             relation = route.relation
             counter = self._event_counter(relation.namespace, relation.name, op)
             route.counters[op] = counter
-        counter[0] += 1
+        counter[0] = counter[0] + 1  # compiled, `+=` on an item is a generic in-place add
         encoder = route.encoder
         if encoder is None:
             encoder = route.resolve(self)
