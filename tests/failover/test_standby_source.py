@@ -59,7 +59,16 @@ def test_changes_on_the_primary_arrive_through_the_standbys_slot(
     )
     bridge = bridge_process(settings)
     standby_dsn = pair.standby.dsn("ledger")
-    # the table and publication must have reached the standby before the bridge looks
+    # the database, table and publication must have reached the standby before the bridge
+    # looks; until the standby replays CREATE DATABASE, connecting to it fails
+    with psycopg.connect(pair.standby.dsn(), autocommit=True) as conn:
+        query = "SELECT count(*) FROM pg_database WHERE datname = 'ledger'"
+        wait_for(
+            lambda: conn.execute(query).fetchone() == (1,),
+            60,
+            "the database on the standby",
+            every=0.2,
+        )
     with psycopg.connect(standby_dsn, autocommit=True) as conn:
         query = "SELECT count(*) FROM pg_publication WHERE pubname = %s"
         wait_for(
