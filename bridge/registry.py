@@ -135,9 +135,7 @@ class Registry:
                     raise self._incompatible(target, schema, table, _RESCALED, rescaled)
                 continue
             try:
-                schema_id: int = self.client.register_schema(
-                    target, Schema(json.dumps(schema), "AVRO")
-                )
+                schema_id = self._register(target, Schema(json.dumps(schema), "AVRO"))
             except SchemaRegistryError as exc:
                 if exc.http_status_code != 409:
                     raise _registry_error(f"table {table}, subject {target!r}", exc) from None
@@ -155,6 +153,21 @@ class Registry:
             self._ids[key] = schema_id
             return schema_id
         raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
+
+    def _register(self, subject: str, schema: Schema) -> int:
+        """Register `schema` under `subject`, once more if the registry refused it for a
+        race, not for the schema: Apicurio's Confluent-compatible API answers one of two
+        concurrent first registrations of a subject (the bridge's stream and an external
+        load, say) with 409 "already exists". The subject exists by then, and the second
+        try registers as any later one does."""
+        from confluent_kafka.schema_registry import SchemaRegistryError  # noqa: PLC0415
+
+        try:
+            return self.client.register_schema(subject, schema)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != 409 or "already exists" not in str(exc.error_message):
+                raise
+        return self.client.register_schema(subject, schema)
 
     def _incompatible(
         self,
