@@ -54,6 +54,8 @@ def drain(
     out: Path,
 ) -> int:
     """Instructions the bridge spent draining `rows` rows (callgrind's total)."""
+    if args.op == "update":  # the rows to update, written before the slot exists
+        workloads.load(dsn, "insert", rows, args.txn_rows)
     slot = e2e.Slot(conn, name)
     bridge = e2e.Bridge(stack, name, out.parent, exactly_once=False)
     bridge.start()  # creates the slot and the publication at the current position
