@@ -1,6 +1,7 @@
 """The whole bridge's instructions per row, counted by callgrind: a figure machines share.
 
     python bench/instructions.py [--rows 10000] [--txn-rows 100] [--op insert] [--top 0]
+                                  [--keep DIR]
 
 Wall-clock rates and CPU seconds move with the machine (cores of our kind differ up to
 3x, and one VM drifts by half that within an hour); instruction counts do not. On the
@@ -14,7 +15,8 @@ shutdown are the same in both runs and cancel out. Every thread of the process c
 
 Two builds compare by running the script in each tree (a worktree at the older commit,
 built with its own `pip install -e .`). `--top N` prints the N functions whose own
-instructions grew most per row between the two drains.
+instructions grew most per row between the two drains; `--keep DIR` keeps both
+callgrind files there, for `callgrind_annotate --inclusive=yes`.
 
 A row under callgrind takes ~50x as long, so records carry more distinct ts_ms values
 (the envelope's tail is encoded once per millisecond) than at full speed: a few hundred
@@ -100,6 +102,7 @@ def main() -> int:
     parser.add_argument("--txn-rows", type=int, default=100)
     parser.add_argument("--op", choices=("insert", "update"), default="insert")
     parser.add_argument("--top", type=int, default=0, help="functions to list")
+    parser.add_argument("--keep", type=Path, help="a directory to keep the callgrind files in")
     args = parser.parse_args()
     stack = e2e.load_stack().Stack()
     stack.start()
@@ -113,7 +116,7 @@ def main() -> int:
             workloads.prepare(conn)
             counts, files = [], []
             for index, rows in enumerate((args.rows, 2 * args.rows)):
-                out = Path(tmp) / f"callgrind.{rows}"
+                out = (args.keep or Path(tmp)) / f"callgrind.{rows}"
                 counts.append(drain(stack, dsn, conn, rows, args, f"instructions{index}", out))
                 files.append(out)
                 print(f"{rows:,} rows: {counts[-1]:,} instructions", flush=True)

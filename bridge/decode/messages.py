@@ -1,7 +1,10 @@
 """The message model shared by both decoders.
 
-NamedTuples rather than dataclasses: row messages are built once per changed row
-and tuple construction is the cheapest immutable object CPython offers.
+NamedTuples, except the messages built once per changed row (`TupleData`, `Insert`,
+`Update`, `Delete`): those are plain classes (`PerRow`), which the compiled modules
+build and free as C structs, where a NamedTuple is built through `tuple.__new__` and
+freed by the generic subclass deallocator (~1,000 instructions per object more;
+bench/README.md, "Per-row objects as compiled classes").
 Timestamps are microseconds since the PostgreSQL epoch (2000-01-01 UTC); LSNs are
 plain ints (see `bridge.lsn.LSN` for formatting). `xid` is set only on messages
 that belong to a streamed (in-progress) transaction, else None.
@@ -9,7 +12,7 @@ that belong to a streamed (in-progress) transaction, else None.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 # Defined with the replication envelope (source, the layer below); re-exported (the `as`
 # form is mypy's explicit re-export) for the layers above, whose commit timestamps come
@@ -29,11 +32,54 @@ KIND_INTERNAL: Final = ord("i")  # pglogical only: internal binary; refused by t
 new_tuple: Final = tuple.__new__
 
 
-class TupleData(NamedTuple):
+_P = TypeVar("_P", bound="PerRow")
+
+
+class PerRow:
+    """Equality, hash, repr, `_replace` and pickling by field (`FIELDS`), as a
+    NamedTuple's, for the classes whose objects are built per row. Their fields are set
+    once, in `__init__`, which takes them in `FIELDS` order."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def fields(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, name) for name in self.FIELDS])
+
+    def _replace(self: _P, **changes: Any) -> _P:
+        values = [changes.pop(name, getattr(self, name)) for name in self.FIELDS]
+        if changes:
+            raise TypeError(f"{type(self).__name__} has no field {next(iter(changes))!r}")
+        return type(self)(*values)
+
+    def __reduce__(self) -> tuple[type[PerRow], tuple[Any, ...]]:
+        return type(self), self.fields()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and isinstance(other, PerRow)
+            and (self.fields() == other.fields())
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self.fields(), strict=True))
+        return f"{type(self).__name__}({pairs})"
+
+
+class TupleData(PerRow):
     """Column values of one row: `kinds[i]` says how to read `values[i]`."""
 
-    kinds: bytes
-    values: tuple[bytes | None, ...]
+    FIELDS: ClassVar[tuple[str, ...]] = ("kinds", "values")
+
+    def __init__(self, kinds: bytes, values: tuple[bytes | None, ...]) -> None:
+        self.kinds = kinds
+        self.values = values
 
 
 class Column(NamedTuple):
@@ -81,25 +127,36 @@ class TypeMessage(NamedTuple):
     name: str
 
 
-class Insert(NamedTuple):
-    xid: int | None
-    relid: int
-    new: TupleData
+class Insert(PerRow):
+    FIELDS: ClassVar[tuple[str, ...]] = ("xid", "relid", "new")
+
+    def __init__(self, xid: int | None, relid: int, new: TupleData) -> None:
+        self.xid = xid
+        self.relid = relid
+        self.new = new
 
 
-class Update(NamedTuple):
-    xid: int | None
-    relid: int
-    old_kind: str  # "K" key only, "O" full old row, "" none sent
-    old: TupleData | None
-    new: TupleData
+class Update(PerRow):
+    FIELDS: ClassVar[tuple[str, ...]] = ("xid", "relid", "old_kind", "old", "new")
+
+    def __init__(
+        self, xid: int | None, relid: int, old_kind: str, old: TupleData | None, new: TupleData
+    ) -> None:
+        self.xid = xid
+        self.relid = relid
+        self.old_kind = old_kind  # "K" key only, "O" full old row, "" none sent
+        self.old = old
+        self.new = new
 
 
-class Delete(NamedTuple):
-    xid: int | None
-    relid: int
-    old_kind: str  # "K" or "O"
-    old: TupleData
+class Delete(PerRow):
+    FIELDS: ClassVar[tuple[str, ...]] = ("xid", "relid", "old_kind", "old")
+
+    def __init__(self, xid: int | None, relid: int, old_kind: str, old: TupleData) -> None:
+        self.xid = xid
+        self.relid = relid
+        self.old_kind = old_kind  # "K" or "O"
+        self.old = old
 
 
 class Truncate(NamedTuple):

@@ -17,7 +17,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-from bridge.decode.messages import Delete, Insert, TupleData, Update, new_tuple
+from bridge.decode.messages import Delete, Insert, TupleData, Update
 from bridge.decode.reader import end_error, type_name
 from bridge.errors import ProtocolError
 from bridge.source.wire import u16, u32
@@ -27,11 +27,6 @@ _N: Final = ord("N")
 _UNIFORM_MAX: Final = 256
 _ALL_TEXT: Final = tuple(b"t" * n for n in range(_UNIFORM_MAX))
 _ALL_BINARY: Final = tuple(b"b" * n for n in range(_UNIFORM_MAX))
-# Final aliases: statics once compiled, not module-dict lookups per row.
-_TUPLE_DATA: Final = TupleData
-_INSERT: Final = Insert
-_UPDATE: Final = Update
-_DELETE: Final = Delete
 
 
 def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
@@ -64,9 +59,7 @@ def read_tuple(buf: bytes, pos: int) -> tuple[TupleData, int]:
                 if kinds is None:
                     kinds = bytearray(_uniform(same, natts))
                 kinds[i] = kind
-    return new_tuple(
-        _TUPLE_DATA, (_uniform(same, natts) if kinds is None else bytes(kinds), tuple(values))
-    ), p
+    return TupleData(_uniform(same, natts) if kinds is None else bytes(kinds), tuple(values)), p
 
 
 def _uniform(kind: int, natts: int) -> bytes:
@@ -90,7 +83,7 @@ def decode_insert(buf: bytes, pos: int = 1, xid: int | None = None) -> Insert:
     new, end = read_tuple(buf, pos + 5)
     if end != len(buf):
         raise end_error(buf, end)
-    return new_tuple(_INSERT, (xid, relid, new))
+    return Insert(xid, relid, new)
 
 
 def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
@@ -109,7 +102,7 @@ def decode_update(buf: bytes, pos: int = 1, xid: int | None = None) -> Update:
     new, end = read_tuple(buf, pos)
     if end != len(buf):
         raise end_error(buf, end)
-    return new_tuple(_UPDATE, (xid, relid, old_kind, old, new))
+    return Update(xid, relid, old_kind, old, new)
 
 
 def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
@@ -120,4 +113,4 @@ def decode_delete(buf: bytes, pos: int = 1, xid: int | None = None) -> Delete:
     old, end = read_tuple(buf, pos + 5)
     if end != len(buf):
         raise end_error(buf, end)
-    return new_tuple(_DELETE, (xid, relid, chr(tag), old))
+    return Delete(xid, relid, chr(tag), old)

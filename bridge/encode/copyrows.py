@@ -26,7 +26,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData, new_tuple
+from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
@@ -52,9 +52,6 @@ _UNESCAPED: Final = {
     b"f": b"\f",
     b"v": b"\v",
 }
-# Final aliases: statics once compiled, not module-dict lookups per row.
-_TUPLE_DATA: Final = TupleData
-_CHANGE: Final = Change
 
 
 class SnapshotSource(TxSource):
@@ -122,7 +119,7 @@ def read_binary_row(buf: bytes, pos: i64, kinds: bytes) -> tuple[TupleData | Non
             raise ProtocolError(_WHAT, pos, f"a field of {size} bytes runs past the data")
         values[i] = buf[pos : pos + size]
         pos += size
-    return new_tuple(_TUPLE_DATA, (kinds if nulls is None else bytes(nulls), tuple(values))), pos
+    return TupleData(kinds if nulls is None else bytes(nulls), tuple(values)), pos
 
 
 def text_lines(data: bytes, offset: int = 0) -> list[bytes]:
@@ -145,7 +142,7 @@ def read_text_row(line: bytes, pos: int, kinds: bytes) -> TupleData:
     if len(fields) != width:
         raise ProtocolError(_WHAT, pos, f"a row of {len(fields)} fields, expected {width}")
     if _BACKSLASH not in line:  # the common row: no NULL, nothing escaped
-        return new_tuple(_TUPLE_DATA, (kinds, tuple(fields)))
+        return TupleData(kinds, tuple(fields))
     values: list[bytes | None] = []
     row_kinds = bytearray(kinds)
     for i, field in enumerate(fields):
@@ -156,7 +153,7 @@ def read_text_row(line: bytes, pos: int, kinds: bytes) -> TupleData:
             values.append(_unescape(field, pos))
         else:
             values.append(field)
-    return new_tuple(_TUPLE_DATA, (bytes(row_kinds), tuple(values)))
+    return TupleData(bytes(row_kinds), tuple(values))
 
 
 def _unescape(field: bytes, pos: int) -> bytes:
@@ -226,7 +223,7 @@ class CopyRows:
             if new is None:
                 ended = self._ended = True
                 continue
-            change = new_tuple(_CHANGE, (OP_READ, relation, "", None, new, 0, (), 0, None, lsn))
+            change = Change(OP_READ, relation, "", None, new, 0, (), 0, None, lsn)
             out += records(change, source)
         self._change = change
         if pos < end:
@@ -243,7 +240,7 @@ class CopyRows:
         for line in text_lines(data, offset):
             row = read_text_row(line, offset, kinds)
             offset += len(line) + 1
-            change = new_tuple(_CHANGE, (OP_READ, relation, "", None, row, 0, (), 0, None, lsn))
+            change = Change(OP_READ, relation, "", None, row, 0, (), 0, None, lsn)
             out += records(change, source)
         self._change = change
 

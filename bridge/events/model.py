@@ -3,15 +3,15 @@
 Whatever the plugin and however PostgreSQL delivered a transaction (plain, streamed
 in segments, or two-phase), downstream sees one shape: `TxBegin`, its `Change`s in
 order, `TxCommit`; plus `LogicalMessageEvent` for non-transactional messages.
-Events leave in (commit LSN, ordinal) order. NamedTuples because one `Change` is
-built per row.
+Events leave in (commit LSN, ordinal) order. NamedTuples, except `Change`, built per
+row: a plain class, as the per-row messages are (`bridge.decode.messages.PerRow`).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
-from bridge.decode.messages import LogicalMessage, Relation, TupleData
+from bridge.decode.messages import LogicalMessage, PerRow, Relation, TupleData
 
 OP_CREATE = "c"
 OP_UPDATE = "u"
@@ -27,27 +27,45 @@ class TxBegin(NamedTuple):
     origin: str | None  # replication origin name, None for local transactions
 
 
-class Change(NamedTuple):
+class Change(PerRow):
     """One change at position `ordinal` (0-based) of its transaction.
 
     `relation` is the description current at that point of the transaction; it is
     None only for op "m" (a transactional logical message, see `message`). A TRUNCATE
     of several tables yields one "t" change per table, each listing all of them in
-    `relations` with the CASCADE/RESTART IDENTITY bits in `truncate_options`.
+    `relations` with the CASCADE/RESTART IDENTITY bits in `truncate_options`. `lsn` is
+    the WAL position of the change itself (its XLogData start, Debezium's
+    `source.lsn`); a snapshot read carries the snapshot's LSN.
     """
 
-    op: str  # OP_CREATE, OP_UPDATE, OP_DELETE, OP_TRUNCATE or OP_MESSAGE
-    relation: Relation | None
-    old_kind: str  # "K" key only, "O" full old row, "" none
-    old: TupleData | None
-    new: TupleData | None
-    ordinal: int
-    relations: tuple[Relation, ...]
-    truncate_options: int
-    message: LogicalMessage | None
-    # WAL position of the change itself (its XLogData start, Debezium's `source.lsn`);
-    # a snapshot read carries the snapshot's LSN.
-    lsn: int = 0
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "op", "relation", "old_kind", "old", "new", "ordinal", "relations",
+        "truncate_options", "message", "lsn",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        op: str,  # OP_CREATE, OP_UPDATE, OP_DELETE, OP_TRUNCATE or OP_MESSAGE
+        relation: Relation | None,
+        old_kind: str,  # "K" key only, "O" full old row, "" none
+        old: TupleData | None,
+        new: TupleData | None,
+        ordinal: int,
+        relations: tuple[Relation, ...],
+        truncate_options: int,
+        message: LogicalMessage | None,
+        lsn: int = 0,
+    ) -> None:
+        self.op = op
+        self.relation = relation
+        self.old_kind = old_kind
+        self.old = old
+        self.new = new
+        self.ordinal = ordinal
+        self.relations = relations
+        self.truncate_options = truncate_options
+        self.message = message
+        self.lsn = lsn
 
 
 class TxCommit(NamedTuple):

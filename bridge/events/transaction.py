@@ -10,9 +10,7 @@ from bridge.decode.messages import (
     Insert,
     LogicalMessage,
     Message,
-    Relation,
     Truncate,
-    TupleData,
     Update,
     new_tuple,
 )
@@ -31,11 +29,7 @@ from bridge.events.relations import CachedRelation
 
 # (relid, message type letter) -> the relation current at that point of the stream.
 Lookup = Callable[[int, str], CachedRelation]
-# Final aliases: statics once compiled, not module-dict lookups per row.
-_INSERT: Final = Insert
-_UPDATE: Final = Update
-_DELETE: Final = Delete
-_CHANGE: Final = Change
+# Final aliases: statics once compiled, not module-dict lookups per transaction.
 _TX_BEGIN: Final = TxBegin
 _TX_COMMIT: Final = TxCommit
 
@@ -70,18 +64,20 @@ class TxState:
     def changes(self, msg: Message, lookup: Lookup, lsn: int) -> tuple[Change, ...]:
         """The events of one row-level message at WAL position `lsn`; other message
         kinds are out of place."""
-        if isinstance(msg, _INSERT):
+        if isinstance(msg, Insert):
             relation, name = lookup(msg.relid, "I")
             ordinal = self._next(name)
-            return (_row_change(OP_CREATE, relation, "", None, msg.new, ordinal, lsn),)
-        if isinstance(msg, _UPDATE):
+            return (Change(OP_CREATE, relation, "", None, msg.new, ordinal, (), 0, None, lsn),)
+        if isinstance(msg, Update):
             relation, name = lookup(msg.relid, "U")
             ordinal = self._next(name)
-            return (_row_change(OP_UPDATE, relation, msg.old_kind, msg.old, msg.new, ordinal, lsn),)
-        if isinstance(msg, _DELETE):
+            old_kind, old = msg.old_kind, msg.old
+            return (Change(OP_UPDATE, relation, old_kind, old, msg.new, ordinal, (), 0, None, lsn),)
+        if isinstance(msg, Delete):
             relation, name = lookup(msg.relid, "D")
             ordinal = self._next(name)
-            return (_row_change(OP_DELETE, relation, msg.old_kind, msg.old, None, ordinal, lsn),)
+            old_kind, old = msg.old_kind, msg.old
+            return (Change(OP_DELETE, relation, old_kind, old, None, ordinal, (), 0, None, lsn),)
         if isinstance(msg, Truncate):
             cached = [lookup(relid, "T") for relid in msg.relids]
             relations = tuple(entry.relation for entry in cached)
@@ -106,19 +102,3 @@ class TxState:
         ordinal = self.ordinal
         self.ordinal = ordinal + 1
         return ordinal
-
-
-def _row_change(
-    op: str,
-    relation: Relation,
-    old_kind: str,
-    old: TupleData | None,
-    new: TupleData | None,
-    ordinal: int,
-    lsn: int,
-) -> Change:
-    """`Change(op, relation, old_kind, old, new, ordinal, (), 0, None, lsn)`, built in C."""
-    change: Change = new_tuple(
-        _CHANGE, (op, relation, old_kind, old, new, ordinal, (), 0, None, lsn)
-    )
-    return change
