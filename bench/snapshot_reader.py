@@ -76,7 +76,7 @@ def main() -> None:
         def copy(binary: bool) -> ReadChunk:
             def read(conn: psycopg.Connection[Any], chunk: chunks.Chunk) -> int:
                 copy_job = job._replace(binary=binary)
-                return len(reader.read_records(conn, copy_job, chunk, source)[0])
+                return len(reader.read_records(conn, copy_job, chunk, source)[0][1]) // 2
 
             return read
 

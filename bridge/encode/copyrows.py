@@ -15,8 +15,8 @@ Text COPY: one line per row, fields separated by tabs, `\\N` for NULL, and the
 backslash escapes COPY TO writes (`\\\\`, `\\t`, `\\n`, `\\r`, `\\b`, `\\f`, `\\v`).
 Anything else is a `ProtocolError`: a chunk is encoded whole or not at all.
 
-A reader process hands a chunk's records to the producing process packed
-(`pack_records`, `unpack_records`): per snapshot row too, so compiled here.
+A chunk's records are packed as they are encoded (`PackedRecords`): the form in which a
+reader process hands them to the producing process (`unpack_records`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Final
 from mypy_extensions import i64
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData
-from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
 from bridge.source.wire import u16, u32
@@ -41,6 +41,7 @@ _NULL_TEXT: Final = b"\\N"
 _BACKSLASH: Final = 92
 _NEWLINE_BYTE: Final = b"\n"
 _TAB: Final = b"\t"
+_NO_KEY: Final = b""
 _SPLIT: Final = bytes.split  # called unbound: no method lookup per row
 _ESCAPED: Final = re.compile(rb"\\(.)", re.DOTALL)
 _UNESCAPED: Final = {
@@ -167,6 +168,13 @@ def _unescaped(match: re.Match[bytes]) -> bytes:
     return _UNESCAPED[match.group(1)]
 
 
+# A chunk's records: every key and value joined into one buffer, with their sizes in
+# turn (-1: None). Pickled, that is one buffer and a list of ints, where a tuple per
+# record cost a reader three times as much (bench/README.md, snapshot). Snapshot reads
+# carry no headers.
+PackedRecords = tuple[bytes, list[int]]
+
+
 class CopyRows:
     """Records (op "r") of one COPY's output, fed in blocks as it arrives (`feed`), and
     the last row's change, to encode it again as the snapshot's "last" record (`finish`).
@@ -175,6 +183,10 @@ class CopyRows:
     at hand (`bridge.source.libpq.copy_out`). Every block holds whole rows: COPY TO sends
     one CopyData message per row, binary COPY's header with the first. A row cut across
     blocks is a `ProtocolError`, as a truncated one is.
+
+    Every row goes to the encoder's `row_record` (a COPY row has no unchanged TOASTed
+    value), whose parts go straight into the chunk's one list of parts: no record, value
+    or change object per row, and no second copy when the chunk is packed.
     """
 
     def __init__(self, binary: bool, encoder: ChangeEncoder, source: TxSource) -> None:
@@ -184,8 +196,9 @@ class CopyRows:
         self._relation = encoder.table.relation
         width = len(self._relation.columns)
         self._kinds = bytes((KIND_BINARY if binary else KIND_TEXT,)) * width
-        self._records: list[Record] = []
-        self._change: Change | None = None
+        self._parts: list[bytes] = []
+        self._sizes: list[int] = []
+        self._last: TupleData | None = None
         self._offset: i64 = 0  # of the block in the whole output, for errors
         self._started = False  # binary: the header was read
         self._ended = False  # binary: the end-of-data marker was read
@@ -198,80 +211,72 @@ class CopyRows:
             self._feed_text(data)
         self._offset += len(data)
 
-    def finish(self) -> tuple[list[Record], Change | None]:
-        """Every record, once the whole output was fed."""
+    def finish(self) -> tuple[PackedRecords, Change | None]:
+        """Every record, packed, once the whole output was fed."""
         if self._binary and not self._ended:
             if not self._started:
                 raise ProtocolError(_WHAT, 0, "no binary COPY signature")
             raise ProtocolError(_WHAT, self._offset, "binary COPY output without its end marker")
-        return self._records, self._change
+        last = self._last
+        lsn = self._source.commit_lsn
+        change = (
+            None
+            if last is None
+            else Change(OP_READ, self._relation, "", None, last, 0, (), 0, None, lsn)
+        )
+        return (b"".join(self._parts), self._sizes), change
+
+    def _record(self, new: TupleData) -> None:
+        """Append the row's key and value to the packed records."""
+        parts, sizes = self._parts, self._sizes
+        slot: i64 = len(parts)
+        parts.append(_NO_KEY)  # the key's place: it is known once the value is written
+        key = self._encoder.row_record(parts, new, OP_READ, self._source.commit_lsn, self._source)
+        size: i64 = 0
+        for i in range(slot + 1, len(parts)):
+            size += len(parts[i])
+        if key is None:
+            sizes.append(-1)
+        else:
+            parts[slot] = key
+            sizes.append(len(key))
+        sizes.append(size)
 
     def _feed_binary(self, data: bytes) -> None:
-        relation, kinds, source = self._relation, self._kinds, self._source
-        lsn = source.commit_lsn
-        records = self._encoder.records
-        out = self._records
+        kinds = self._kinds
         pos: i64 = 0
         if not self._started:
             pos = binary_start(data)
             self._started = True
         end: i64 = len(data)
-        change = self._change
+        last = self._last
         ended = self._ended
         while pos < end and not ended:
             new, pos = read_binary_row(data, pos, kinds)
             if new is None:
                 ended = self._ended = True
                 continue
-            change = Change(OP_READ, relation, "", None, new, 0, (), 0, None, lsn)
-            out += records(change, source)
-        self._change = change
+            self._record(new)
+            last = new
+        self._last = last
         if pos < end:
             extra, where = end - pos, self._offset + pos
             raise ProtocolError(_WHAT, where, f"{extra} bytes after the end-of-data marker")
 
     def _feed_text(self, data: bytes) -> None:
-        relation, kinds, source = self._relation, self._kinds, self._source
-        lsn = source.commit_lsn
-        records = self._encoder.records
-        out = self._records
+        kinds = self._kinds
         offset: i64 = self._offset
-        change = self._change
+        last = self._last
         for line in text_lines(data, offset):
             row = read_text_row(line, offset, kinds)
             offset += len(line) + 1
-            change = Change(OP_READ, relation, "", None, row, 0, (), 0, None, lsn)
-            out += records(change, source)
-        self._change = change
-
-
-PackedRecords = tuple[bytes, list[int]]
-
-
-def pack_records(records: list[Record]) -> PackedRecords:
-    """A chunk's records as they cross the pipe from a snapshot reader to the producing
-    process: every key and value joined into one buffer, with their sizes in turn (-1:
-    None). Pickled, that is one buffer and a list of ints, where a tuple per record cost
-    the reader three times as much (bench/README.md, snapshot). Snapshot reads carry no
-    headers, so none are packed."""
-    parts: list[bytes] = []
-    sizes: list[int] = []
-    for key, value, _ in records:
-        _pack(parts, sizes, key)
-        _pack(parts, sizes, value)
-    return b"".join(parts), sizes
-
-
-def _pack(parts: list[bytes], sizes: list[int], part: bytes | None) -> None:
-    if part is None:
-        sizes.append(-1)
-    else:
-        parts.append(part)
-        sizes.append(len(part))
+            self._record(row)
+            last = row
+        self._last = last
 
 
 def unpack_records(packed: PackedRecords) -> list[tuple[bytes | None, bytes | None]]:
-    """The (key, value) pairs `pack_records` packed, in order."""
+    """The (key, value) pairs of packed records (`CopyRows`), in order."""
     data, sizes = packed
     out: list[tuple[bytes | None, bytes | None]] = []
     pos: i64 = 0

@@ -456,28 +456,39 @@ class ChangeEncoder:
         new = change.new
         op = change.op
         if new is not None and change.old is None and op != "d" and KIND_UNCHANGED not in new.kinds:
-            # one record, no key comparison: the common case, the row and the source
-            # block written straight into the envelope's parts
-            parts = [self._insert_head]
-            plan = self._plan
-            key = plan.write_parts(parts, new.kinds, new.values)
-            try:
-                tx.block_parts(parts, self._table_fields, change.lsn)
-            except BAD_INPUT as exc:
-                plan.specials.clear()  # the row is not produced, nor are its special values
-                raise self._source_error(exc) from None
-            parts.append(self._layout.ops[op])
-            if plan.specials:  # a value its schema cannot hold: the rare, slower tail
-                specials: dict[str, str] = {}
-                plan.take_specials("after.", specials)
-                parts.append(self._layout.tail(_now_ns() // 1_000_000, None, specials))
-            else:
-                parts.append(self._clock.tail())
-            return [(self._framed_key(key), b"".join(parts), None)]
+            # one record, no key comparison: the common case
+            parts: list[bytes] = []
+            key = self.row_record(parts, new, op, change.lsn, tx)
+            return [(key, b"".join(parts), None)]
         source = self._source_block(tx, change.lsn)
         if op == "t":
             return [(None, self._envelope(None, None, "t", source, None), None)]
         return self._shaped(change, source)
+
+    def row_record(
+        self, parts: list[bytes], new: TupleData, op: str, lsn: int, tx: TxSource
+    ) -> bytes | None:
+        """The one record of a change that carries a new row and nothing else, none of
+        its values an unchanged TOASTed one (an insert, a snapshot read): its value's
+        parts appended to `parts` (the row and the source block written straight into
+        the envelope's), its key returned. A snapshot reader appends a whole chunk's
+        records to one list of parts (`bridge.encode.copyrows.CopyRows`)."""
+        parts.append(self._insert_head)
+        plan = self._plan
+        key = plan.write_parts(parts, new.kinds, new.values)
+        try:
+            tx.block_parts(parts, self._table_fields, lsn)
+        except BAD_INPUT as exc:
+            plan.specials.clear()  # the row is not produced, nor are its special values
+            raise self._source_error(exc) from None
+        parts.append(self._layout.ops[op])
+        if plan.specials:  # a value its schema cannot hold: the rare, slower tail
+            specials: dict[str, str] = {}
+            plan.take_specials("after.", specials)
+            parts.append(self._layout.tail(_now_ns() // 1_000_000, None, specials))
+        else:
+            parts.append(self._clock.tail())
+        return self._framed_key(key)
 
     def _shaped(self, change: Change, source: bytes) -> list[Record]:
         specials: dict[str, str] = {}

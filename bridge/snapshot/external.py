@@ -44,6 +44,7 @@ from typing import Any, Final, NamedTuple
 import psycopg
 
 from bridge.config import Config
+from bridge.encode.copyrows import unpack_records
 from bridge.errors import SourceError
 from bridge.lsn import LSN
 from bridge.snapshot import chunks
@@ -262,8 +263,8 @@ def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list
     """The records of one chunk read inside the held snapshot: runs on a load worker."""
     source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
     with _task_job(cfg, snapshot_name, task) as (conn, job):
-        records, _ = read_records(conn, job, task.chunk, source)  # as the readers do
-    return [(job.topic, key, value) for key, value, _ in records]
+        packed, _ = read_records(conn, job, task.chunk, source)  # as the readers do
+    return [(job.topic, key, value) for key, value in unpack_records(packed)]
 
 
 def read_keyed_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[KeyedRecord]:

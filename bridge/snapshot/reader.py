@@ -29,7 +29,7 @@ from psycopg.adapt import Buffer, Loader
 from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, TupleData
-from bridge.encode.copyrows import OP_READ, CopyRows, SnapshotSource
+from bridge.encode.copyrows import OP_READ, CopyRows, PackedRecords, SnapshotSource
 from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.errors import SchemaError
@@ -142,9 +142,9 @@ def read_chunk(
 
 def read_records(
     conn: psycopg.Connection[Any], job: TableJob, chunk: Chunk, source: TxSource
-) -> tuple[list[Record], Change | None]:
-    """A chunk's records (op "r") and its last row's change (to encode it again as the
-    snapshot's "last" record), encoded block by block as its COPY output arrives."""
+) -> tuple[PackedRecords, Change | None]:
+    """A chunk's records (op "r"), packed, and its last row's change (to encode it again
+    as the snapshot's "last" record), encoded block by block as its COPY output arrives."""
     rows = CopyRows(job.binary, job.encoder, source)
     read_chunk(conn, job.table, chunk, job.binary, rows.feed)
     return rows.finish()

@@ -6,7 +6,7 @@ snapshot, builds its own encoders from the schema ids its parent registered
 (`Registry.known`: no registry round trip, nor its client's imports), and answers
 each `Chunk` it receives with
 `("chunk", chunk, packed, last_value)`, where `packed` holds its records as
-`copyrows.pack_records` packs them and `last_value` is the chunk's final
+`copyrows.CopyRows` packs them and `last_value` is the chunk's final
 record encoded again with `source.snapshot = "last"`. It never writes progress:
 only the parent, once Kafka confirmed a chunk, records it. A reader ends when its
 pipes close, so it does not outlive a parent killed with SIGKILL.
@@ -27,7 +27,6 @@ from multiprocessing.connection import Connection
 
 from bridge import log
 from bridge.config import Config
-from bridge.encode.copyrows import pack_records
 from bridge.errors import BridgeError
 from bridge.registry import KnownSchemas, open_registry
 from bridge.snapshot.catalog import SnapshotTable
@@ -93,9 +92,9 @@ def _serve(
             if chunk is None:
                 return
             job = jobs[chunk.table]
-            records, last = read_records(conn, job, chunk, source)
+            packed, last = read_records(conn, job, chunk, source)
             last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
-            outbox.send(("chunk", chunk, pack_records(records), last_value))
+            outbox.send(("chunk", chunk, packed, last_value))
     finally:
         conn.close()
         catalog_conn.close()

@@ -115,7 +115,8 @@ def _keys_by_chunk(
         source = reader.snapshot_source("p", "db", 0, "true")
         keys = []
         for chunk in planned:
-            keys.append([key for key, _, _ in reader.read_records(conn, job, chunk, source)[0]])
+            packed, _ = reader.read_records(conn, job, chunk, source)
+            keys.append([key for key, _ in unpack_records(packed)])
         return keys, registry.known()
     finally:
         conn.close()
