@@ -26,9 +26,9 @@ KIND_TEXT: Final = ord("t")
 KIND_BINARY: Final = ord("b")  # type's send/recv format
 KIND_INTERNAL: Final = ord("i")  # pglogical only: internal binary; refused by the client
 
-# Builds a NamedTuple in C: `new_tuple(Insert, (xid, relid, new))` is `Insert(xid, relid,
-# new)` without the Python-level __new__ NamedTuple generates (per-row and per-transaction
-# messages and events).
+# Builds a NamedTuple in C: `new_tuple(Begin, (final_lsn, commit_ts, xid))` is
+# `Begin(final_lsn, commit_ts, xid)` without the Python-level __new__ NamedTuple generates
+# (per-transaction messages and events; the per-row ones are `PerRow` classes).
 new_tuple: Final = tuple.__new__
 
 
@@ -55,11 +55,9 @@ class PerRow:
         return type(self), self.fields()
 
     def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and isinstance(other, PerRow)
-            and (self.fields() == other.fields())
-        )
+        if not isinstance(other, PerRow) or type(other) is not type(self):
+            return False
+        return self.fields() == other.fields()
 
     def __ne__(self, other: object) -> bool:
         return not self == other
