@@ -76,7 +76,8 @@ def main() -> None:
         def copy(binary: bool) -> ReadChunk:
             def read(conn: psycopg.Connection[Any], chunk: chunks.Chunk) -> int:
                 copy_job = job._replace(binary=binary)
-                return len(reader.read_records(conn, copy_job, chunk, source)[0][1]) // 2
+                _, sizes = reader.read_records(conn, copy_job, chunk, source)[0]
+                return len(sizes) // 2  # a key's and a value's size per record
 
             return read
 

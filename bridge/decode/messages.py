@@ -59,9 +59,6 @@ class PerRow:
             return False
         return self.fields() == other.fields()
 
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
     def __hash__(self) -> int:
         return hash(self.fields())
 
