@@ -115,6 +115,8 @@ def main() -> int:
         ):
             workloads.prepare(conn)
             counts, files = [], []
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
             for index, rows in enumerate((args.rows, 2 * args.rows)):
                 out = (args.keep or Path(tmp)) / f"callgrind.{rows}"
                 counts.append(drain(stack, dsn, conn, rows, args, f"instructions{index}", out))
