@@ -225,6 +225,7 @@ class Pipeline:
         self._tx_records = 0
         self._next_ack = 0.0
         self._routes: dict[int, _Route] = {}
+        self._last_route: _Route | None = None
         self._snapshot_at: int | None = None  # L of a snapshot to read when the stream is there
 
     def run(self) -> None:
@@ -340,9 +341,12 @@ class Pipeline:
             if message is not None and message.prefix != HEARTBEAT_PREFIX:
                 self._send(self.messages.topic, *self.messages.record(message, tx.base["txId"]))
             return
-        route = self._routes.get(relation.oid)
+        route = self._last_route  # rows come in runs of one table: skip the dict then
         if route is None or route.relation is not relation:
-            route = self._routes[relation.oid] = _Route(relation, self)
+            route = self._routes.get(relation.oid)
+            if route is None or route.relation is not relation:
+                route = self._routes[relation.oid] = _Route(relation, self)
+            self._last_route = route
         if route.private:
             return  # the bridge's own snapshot progress tables
         records: list[Record] = []

@@ -9,15 +9,15 @@ row: a plain class, as the per-row messages are (`bridge.decode.messages.PerRow`
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 from bridge.decode.messages import LogicalMessage, PerRow, Relation, TupleData
 
-OP_CREATE = "c"
-OP_UPDATE = "u"
-OP_DELETE = "d"
-OP_TRUNCATE = "t"
-OP_MESSAGE = "m"
+OP_CREATE: Final = "c"
+OP_UPDATE: Final = "u"
+OP_DELETE: Final = "d"
+OP_TRUNCATE: Final = "t"
+OP_MESSAGE: Final = "m"
 
 
 class TxBegin(NamedTuple):

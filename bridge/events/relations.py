@@ -29,24 +29,32 @@ def describe(relation: Relation) -> CachedRelation:
 class RelationCache:
     """relid -> current `Relation`, oid -> `TypeMessage`; read by the schema layer."""
 
-    __slots__ = ("_relations", "_types")
+    __slots__ = ("_last", "_relations", "_types")
 
     def __init__(self) -> None:
         self._relations: dict[int, CachedRelation] = {}
         self._types: dict[int, TypeMessage] = {}
+        # The entry of the last row's relation: rows come in runs of one table, and the
+        # dict lookup (its int key boxed, compiled) costs more than this compare.
+        self._last: CachedRelation | None = None
 
     def put(self, relation: Relation) -> None:
         self._relations[relation.oid] = describe(relation)
+        self._last = None
 
     def entry(self, relid: int, message_type: str) -> CachedRelation:
         """The current description of `relid`, for a row message of `message_type`."""
+        last = self._last
+        if last is not None and last.relation.oid == relid:
+            return last
         try:
-            return self._relations[relid]
+            last = self._last = self._relations[relid]
         except KeyError:
             raise StreamSequenceError(
                 message_type,
                 f"row for relation id {relid}, which no Relation message has described",
             ) from None
+        return last
 
     def cached(self, relid: int) -> CachedRelation | None:
         return self._relations.get(relid)

@@ -37,7 +37,17 @@ _TX_COMMIT: Final = TxCommit
 class TxState:
     """The transaction being emitted: its identity, next ordinal and per-table counts."""
 
-    __slots__ = ("commit_lsn", "commit_ts", "counts", "ordinal", "origin", "started", "xid")
+    __slots__ = (
+        "_run",
+        "_run_name",
+        "commit_lsn",
+        "commit_ts",
+        "counts",
+        "ordinal",
+        "origin",
+        "started",
+        "xid",
+    )
 
     def __init__(self, xid: int, commit_lsn: int, commit_ts: int, origin: str | None) -> None:
         self.xid = xid
@@ -46,6 +56,10 @@ class TxState:
         self.origin = origin
         self.ordinal = 0
         self.counts: dict[str, int] = {}
+        # Changes come in runs of one table: a run is counted in two plain attributes and
+        # added to `counts` when it ends, not with a dict update per change.
+        self._run_name = ""
+        self._run = 0
         self.started = False  # TxBegin emitted (deferred until the Origin message passed)
 
     def begin(self) -> TxBegin:
@@ -56,6 +70,7 @@ class TxState:
         return begin
 
     def commit(self, commit_lsn: int, end_lsn: int, commit_ts: int) -> TxCommit:
+        self._end_run()
         end: TxCommit = new_tuple(
             _TX_COMMIT, (self.xid, commit_lsn, end_lsn, commit_ts, self.counts)
         )
@@ -97,8 +112,16 @@ class TxState:
 
     def _next(self, name: str) -> int:
         """Count one change of table `name`; return its ordinal."""
-        counts = self.counts
-        counts[name] = counts.get(name, 0) + 1
+        if name is not self._run_name:  # one CachedRelation's string per table version
+            self._end_run()
+            self._run_name = name
+        self._run += 1
         ordinal = self.ordinal
         self.ordinal = ordinal + 1
         return ordinal
+
+    def _end_run(self) -> None:
+        if self._run:
+            counts = self.counts
+            counts[self._run_name] = counts.get(self._run_name, 0) + self._run
+            self._run = 0

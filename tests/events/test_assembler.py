@@ -96,6 +96,32 @@ def test_large_plain_transaction_runs_in_constant_memory(make: Make, spill_dir: 
     assert isinstance(end, TxCommit) and end.event_count_by_table == {"public.t": 100_000}
 
 
+def test_rows_of_interleaved_tables_name_and_count_each_table(make: Make) -> None:
+    """Runs of one table, another table between them, and the first table described
+    again mid-transaction: every row carries its current relation, and the commit
+    counts each table's rows once, whatever the runs."""
+    asm = make()
+    feed(asm, REL, OTHER, Begin(100, 0, 1))
+    events = feed(
+        asm,
+        ins(b"1"),
+        ins(b"2"),
+        ins(b"k", relid=OTHER.oid),
+        ins(b"3"),
+        REL_V2,
+        ins(b"4"),
+        ins(b"l", relid=OTHER.oid),
+    )
+    got = [(c.relation, c.ordinal) for c in changes(events)]
+    assert got == [(REL, 0), (REL, 1), (OTHER, 2), (REL, 3), (REL_V2, 4), (OTHER, 5)]
+    (end,) = feed(asm, Commit(0, 100, 110, 1))
+    assert isinstance(end, TxCommit) and end.event_count_by_table == {"public.t": 4, "app.u": 2}
+    feed(asm, Begin(200, 0, 2))
+    assert [c.relation for c in changes(feed(asm, ins(b"5")))] == [REL_V2]
+    (end,) = feed(asm, Commit(0, 200, 210, 2))
+    assert isinstance(end, TxCommit) and end.event_count_by_table == {"public.t": 1}
+
+
 def test_origin_message_names_the_transaction_origin(make: Make) -> None:
     events = feed(make(), REL, Begin(100, 1, 5), Origin(42, "upstream"), ins(b"a"))
     assert events[0] == TxBegin(5, 100, 1, "upstream")
