@@ -38,11 +38,11 @@ class TxState:
     """The transaction being emitted: its identity, next ordinal and per-table counts."""
 
     __slots__ = (
+        "_counts",
         "_run",
         "_run_name",
         "commit_lsn",
         "commit_ts",
-        "counts",
         "ordinal",
         "origin",
         "started",
@@ -55,9 +55,10 @@ class TxState:
         self.commit_ts = commit_ts
         self.origin = origin
         self.ordinal = 0
-        self.counts: dict[str, int] = {}
         # Changes come in runs of one table: a run is counted in two plain attributes and
-        # added to `counts` when it ends, not with a dict update per change.
+        # added to `_counts` when it ends, not with a dict update per change; complete
+        # only once `commit` ended the last run, so nothing else reads it.
+        self._counts: dict[str, int] = {}
         self._run_name = ""
         self._run = 0
         self.started = False  # TxBegin emitted (deferred until the Origin message passed)
@@ -72,7 +73,7 @@ class TxState:
     def commit(self, commit_lsn: int, end_lsn: int, commit_ts: int) -> TxCommit:
         self._end_run()
         end: TxCommit = new_tuple(
-            _TX_COMMIT, (self.xid, commit_lsn, end_lsn, commit_ts, self.counts)
+            _TX_COMMIT, (self.xid, commit_lsn, end_lsn, commit_ts, self._counts)
         )
         return end
 
@@ -122,6 +123,6 @@ class TxState:
 
     def _end_run(self) -> None:
         if self._run:
-            counts = self.counts
+            counts = self._counts
             counts[self._run_name] = counts.get(self._run_name, 0) + self._run
             self._run = 0
