@@ -6,7 +6,8 @@
 A module may import its own layer, a lower one, or a base module; never a higher one.
 `spark` (the consumer side) is separate: it imports only base modules, and only the
 demo and verify's lake check and Spark variant (wiring) import it. Between packages (and
-top-level modules) there is no import cycle, whichever direction.
+top-level modules) there is no import cycle, whichever direction, and none between files
+either: two modules that need each other are one concept split in the wrong place.
 
 Every import counts: module level, inside functions, and under TYPE_CHECKING (a
 type-only import still ties the two layers together).
@@ -76,9 +77,13 @@ _MODULES = {
 # `bridge.__main__` is the `python -m bridge` entry point: the top of everything.
 _ENTRY_POINTS = {"bridge.__main__"}
 
-# Known violations, each with its reason; none today. An entry that no longer occurs is
-# reported, not failed.
-ALLOWED: set[tuple[str, str]] = set()
+# Known violations, each with its reason. An entry that no longer occurs is reported, not
+# failed.
+ALLOWED: set[tuple[str, str]] = {
+    # A cycle between files, being untangled in bridge/verify/ (issue 46): distributed.py
+    # imports topic_offsets from run.py, which imports compare_in_spark back in a function.
+    ("bridge.verify.distributed", "bridge.verify.run"),
+}
 
 
 def modules() -> dict[str, Path]:
@@ -111,7 +116,8 @@ def rank(name: str) -> int:
 
 def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
     """The bridge modules `module` imports (`from bridge.x import y` counts bridge.x.y when
-    that is a module)."""
+    that is a module, and bridge.x itself only when some name is not: for a submodule it is
+    run first anyway, its contents not needed)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -121,7 +127,9 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            if not all(name in known for name in names):
+                names.append(base)
         else:
             continue
         for name in names:
@@ -173,6 +181,16 @@ def test_no_cycle_between_packages() -> None:
             graph.setdefault(unit(source), set()).add(unit(target))
     cycle = _find_cycle(graph)
     assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])
+
+
+def test_no_cycle_between_files() -> None:
+    """Module by module, inside a package too."""
+    graph: dict[str, set[str]] = {}
+    for source, target in edges():
+        if (source, target) not in ALLOWED:
+            graph.setdefault(source, set()).add(target)
+    cycle = _find_cycle(graph)
+    assert cycle is None, "import cycle between files: " + " -> ".join(cycle or [])
 
 
 def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
