@@ -120,8 +120,8 @@ def import_debezium(
         str | None, typer.Option(help="the Connect worker's bootstrap.servers")
     ] = None,
 ) -> None:
-    """Turn a Debezium PostgreSQL connector configuration into bridge YAML (README,
-    "Coming from Debezium"); what cannot be carried over is listed at its top."""
+    """Turn a Debezium PostgreSQL connector configuration into bridge YAML (docs: Coming
+    from Debezium); what cannot be carried over is listed at its top."""
     try:
         imported = import_connector(read_connector_file(connector), bootstrap_servers)
     except BridgeError as exc:

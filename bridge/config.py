@@ -19,6 +19,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -49,6 +50,13 @@ def _compiles(pattern: str) -> str:
 
 
 Regex = Annotated[str, AfterValidator(_compiles)]
+
+
+def _upper(value: object) -> object:
+    """A level may be written as the logging module names it or in lower case."""
+    return value.upper() if isinstance(value, str) else value
+
+
 TOPIC_TEMPLATE = "{prefix}.{schema}.{table}"
 
 
@@ -60,27 +68,48 @@ class SourceConfig(_Section):
     """The PostgreSQL server, the slot and the output plugin."""
 
     host: str = Field(
-        "127.0.0.1", description='one host, or several ("a,b:5433"): see README, High availability'
+        "127.0.0.1",
+        description='one host, or several ("a,b:5433", each with an optional port): the primary '
+        "is chosen (docs: operations/high-availability)",
     )
     port: int = Field(5432, ge=1, le=65535, description="for every host without its own :port")
     target_session_attrs: (
         Literal["any", "read-write", "read-only", "primary", "standby", "prefer-standby"] | None
     ) = Field(None, description="libpq's; None = primary with several hosts, any with one")
-    dbname: str = "postgres"
-    user: str = "postgres"
-    password: SecretStr | None = None
-    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
-    sslrootcert: Path | None = None
-    connect_timeout_s: int = Field(10, ge=1)
+    dbname: str = Field("postgres", description="the database whose changes are captured")
+    user: str = Field(
+        "postgres", description="a role with LOGIN REPLICATION and SELECT on the captured tables"
+    )
+    password: SecretStr | None = Field(
+        None, description="set it by environment (BRIDGE_SOURCE__PASSWORD); masked in every log"
+    )
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = Field(
+        "prefer",
+        description="libpq's sslmode; verify-full checks the server's certificate and name",
+    )
+    sslrootcert: Path | None = Field(
+        None, description="CA certificate file for verify-ca and verify-full"
+    )
+    connect_timeout_s: int = Field(10, ge=1, description="seconds to wait for a connection")
     tcp_user_timeout_s: int = Field(
         60, ge=0, description="drop a link whose sent data stays unacknowledged; 0 = OS default"
     )
 
-    plugin: Literal["pgoutput", "pglogical_output"] = "pgoutput"
-    slot_name: str = Field("bridge", pattern=r"^[a-z0-9_]{1,63}$")
-    create_slot: bool = True
-    publication_name: str = "bridge"
-    publication_mode: Literal["all_tables", "filtered", "disabled"] = "all_tables"
+    plugin: Literal["pgoutput", "pglogical_output"] = Field(
+        "pgoutput", description="the logical decoding output plugin the slot uses"
+    )
+    slot_name: str = Field(
+        "bridge",
+        pattern=r"^[a-z0-9_]{1,63}$",
+        description="the replication slot: one bridge process per slot",
+    )
+    create_slot: bool = Field(True, description="create the slot when it is missing")
+    publication_name: str = Field("bridge", description="pgoutput's publication")
+    publication_mode: Literal["all_tables", "filtered", "disabled"] = Field(
+        "all_tables",
+        description="a missing publication: created FOR ALL TABLES, FOR TABLE the tables the "
+        "filters match at start-up, or never (disabled: it must exist)",
+    )
     publish_via_partition_root: bool = Field(
         True, description="a publication the bridge creates: one topic per partitioned table"
     )
@@ -92,19 +121,52 @@ class SourceConfig(_Section):
     proto_version: int | None = Field(
         None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
     )
-    binary: bool = False
-    streaming: Literal["off", "on", "parallel"] = "off"
-    two_phase: bool = False
-    messages: bool = True
-    origin: Literal["any", "none"] | None = None
-    replication_sets: tuple[str, ...] = ("default",)
+    binary: bool = Field(
+        False,
+        description="pgoutput's binary tuples (PostgreSQL 14+): less CPU per row; every column "
+        "type must have a binary form",
+    )
+    streaming: Literal["off", "on", "parallel"] = Field(
+        "off",
+        description="large transactions arrive while still in progress (pgoutput 2+), buffered "
+        "up to pipeline.memory_limit_mb and spilled to disk until their commit",
+    )
+    two_phase: bool = Field(
+        False, description="decode prepared transactions at PREPARE (pgoutput 3+), sent at commit"
+    )
+    messages: bool = Field(
+        True, description="pg_logical_emit_message messages, to the <topic_prefix>.message topic"
+    )
+    origin: Literal["any", "none"] | None = Field(
+        None,
+        description="pgoutput's origin filter: none skips changes replicated in from elsewhere; "
+        "null leaves the server's default (any)",
+    )
+    replication_sets: tuple[str, ...] = Field(
+        ("default",), description="pglogical_output: the replication sets captured"
+    )
 
-    status_interval_s: float = Field(10.0, gt=0, le=3600)
-    slot_busy_timeout_s: float = Field(60.0, ge=0)
+    status_interval_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds between status updates to PostgreSQL (keep wal_sender_timeout "
+        "well above it)",
+    )
+    slot_busy_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="how long to wait for a slot still active in another process (a pod "
+        "being replaced) before failing",
+    )
     failover_slot: bool = Field(
         False, description="create the slot with FAILOVER (PostgreSQL 17+): synced to standbys"
     )
-    on_slot_lost: Literal["fail", "resnapshot"] = "fail"
+    on_slot_lost: Literal["fail", "resnapshot"] = Field(
+        "fail",
+        description="a slot lost, dropped or re-created: stop naming the gap, or re-create it "
+        "and snapshot again (docs: operations/lost-slots)",
+    )
     resnapshots_per_hour: int = Field(
         3, ge=1, description="on_slot_lost: resnapshot at most this often, then fail"
     )
@@ -157,36 +219,65 @@ class TopicRule(_Section):
     `topic.creation.<group>.*`); None leaves a setting to the broker's default."""
 
     match: Regex = Field(".*", description="regular expression over the topic name, full match")
-    partitions: int | None = Field(None, ge=1)
-    replication_factor: int | None = Field(None, ge=1)
+    partitions: int | None = Field(None, ge=1, description="null: the broker's default")
+    replication_factor: int | None = Field(None, ge=1, description="null: the broker's default")
     config: dict[str, str] = Field(
         default_factory=dict, description="topic settings: cleanup.policy, retention.ms, ..."
     )
 
 
 class KafkaConfig(_Section):
-    bootstrap_servers: str = "127.0.0.1:9092"
-    topic_prefix: str = Field("bridge", pattern=r"^[A-Za-z0-9._-]+$")
+    """The Kafka cluster, topic names, producer settings and exactly-once delivery."""
+
+    bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="comma-separated host:port list of brokers"
+    )
+    topic_prefix: str = Field(
+        "bridge",
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="first part of every topic name, and of the bridge's own topics",
+    )
     topic_template: str = Field(
         TOPIC_TEMPLATE, description="placeholders {prefix}, {schema} and {table}"
     )
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_ca_location: Path | None = None
-    request_timeout_s: float = Field(10.0, gt=0)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="librdkafka's security.protocol"
+    )
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="with SASL_PLAINTEXT or SASL_SSL"
+    )
+    sasl_username: str | None = Field(None, description="the SASL user")
+    sasl_password: SecretStr | None = Field(
+        None, description="set it by environment (BRIDGE_KAFKA__SASL_PASSWORD); masked in logs"
+    )
+    ssl_ca_location: Path | None = Field(
+        None, description="CA certificate file for the brokers' TLS certificates"
+    )
+    request_timeout_s: float = Field(
+        10.0, gt=0, description="seconds a broker request (metadata, topic creation) may take"
+    )
     producer: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="extra librdkafka producer settings"
     )
-    exactly_once: bool = False
+    exactly_once: bool = Field(
+        False,
+        description="Kafka transactions that also record the LSN: read_committed consumers see "
+        "each change once (docs: concepts/delivery)",
+    )
     transactional_id: str | None = Field(None, description="default: bridge-<slot_name>")
     offsets_topic: str | None = Field(None, description="default: <topic_prefix>.bridge_offsets")
     state_topic: str | None = Field(
         None, description="slot positions and cluster ids; default: <topic_prefix>.bridge_state"
     )
-    transaction_max_records: int = Field(10_000, ge=1)
-    transaction_interval_ms: int = Field(100, ge=1)
+    transaction_max_records: int = Field(
+        10_000, ge=1, description="exactly-once: records per Kafka transaction, at most"
+    )
+    transaction_interval_ms: int = Field(
+        100,
+        ge=1,
+        description="exactly-once: milliseconds a Kafka transaction stays open, at most "
+        "(whole PostgreSQL transactions are never split)",
+    )
     topic_creation: tuple[TopicRule, ...] = Field(
         (),
         description="the bridge creates each table topic by the first rule matching its name; "
@@ -243,14 +334,24 @@ class KafkaConfig(_Section):
 
 
 class RegistryConfig(_Section):
-    url: str = "http://127.0.0.1:8081"
-    basic_auth_user: str | None = None
-    basic_auth_password: SecretStr | None = None
-    ssl_ca_location: Path | None = None
+    """The Confluent-compatible schema registry that holds each table's key and value schemas."""
+
+    url: str = Field(
+        "http://127.0.0.1:8081",
+        description="base URL of the registry's Confluent-compatible API",
+    )
+    basic_auth_user: str | None = Field(None, description="HTTP basic auth user")
+    basic_auth_password: SecretStr | None = Field(
+        None,
+        description="set it by environment (BRIDGE_REGISTRY__BASIC_AUTH_PASSWORD); masked in logs",
+    )
+    ssl_ca_location: Path | None = Field(
+        None, description="CA certificate file for the registry's TLS certificate"
+    )
     on_incompatible: Literal["stop", "new_subject"] = Field(
         "stop",
         description="a schema the registry refuses as incompatible: stop naming the columns, "
-        "or register it under <subject>-v2, -v3... (README, Schema evolution)",
+        "or register it under <subject>-v2, -v3... (docs: concepts/schema-evolution)",
     )
 
     def client_config(self) -> dict[str, Any]:
@@ -271,11 +372,13 @@ class ColumnRule(_Section):
     `column.truncate.to.N.chars` (truncate: the first N characters) and
     `column.mask.hash.<algorithm>.with.salt.<salt>` (hash: hex digest of salt + value)."""
 
-    match: Regex
-    action: Literal["mask", "truncate", "hash"]
+    match: Regex = Field(description='regular expression over "schema.table.column", full match')
+    action: Literal["mask", "truncate", "hash"] = Field(
+        description="mask: N asterisks; truncate: the first N characters; hash: hex digest"
+    )
     length: int | None = Field(None, ge=0, description="mask and truncate: N characters")
     algorithm: str | None = Field(None, description='hash: e.g. "SHA-256" or "sha256"')
-    salt: str = ""
+    salt: str = Field("", description="hash: prepended to the value before hashing")
 
     @model_validator(mode="after")
     def _complete(self) -> ColumnRule:
@@ -295,10 +398,18 @@ def hash_name(algorithm: str) -> str:
 
 
 class AvroConfig(_Section):
-    """How PostgreSQL values become Avro (see README, "Type mapping")."""
+    """How PostgreSQL values become Avro (docs: concepts/types, and the type mapping table)."""
 
-    timestamptz_mode: Literal["micros", "iso"] = "micros"
-    numeric_mode: Literal["string", "double", "variable"] = "string"
+    timestamptz_mode: Literal["micros", "iso"] = Field(
+        "micros",
+        description="timestamptz: timestamp-micros in UTC, or an ISO-8601 string (Debezium's "
+        "ZonedTimestamp)",
+    )
+    numeric_mode: Literal["string", "double", "variable"] = Field(
+        "string",
+        description="numeric without a precision: its exact text, a double, or "
+        "{scale, value} (Debezium's VariableScaleDecimal)",
+    )
     timestamp_mode: Literal["local", "instant"] = Field(
         "local", description="timestamp: local-timestamp-micros, or timestamp-micros (UTC)"
     )
@@ -334,13 +445,21 @@ class AvroConfig(_Section):
         "dimensions as PostgreSQL's array text (forms Debezium's JDBC sink can apply); "
         "typed: decimal elements and nested arrays",
     )
-    toast_mode: Literal["list", "placeholder"] = "list"
+    toast_mode: Literal["list", "placeholder"] = Field(
+        "list",
+        description="an unchanged TOASTed value: null and named in unchanged_fields, or "
+        "__bridge_unavailable_value in string and bytes fields",
+    )
     toast_reselect: bool = Field(
         False,
         description="re-read unchanged TOASTed columns by key before producing "
-        "(a plain SELECT; the value read may be newer than the event: see README)",
+        "(a plain SELECT; the value read may be newer than the event: docs: concepts/records)",
     )
-    subject_strategy: Literal["topic", "record", "topic_record"] = "topic"
+    subject_strategy: Literal["topic", "record", "topic_record"] = Field(
+        "topic",
+        description="registry subjects: <topic>-key/-value, <record name>, or "
+        "<topic>-<record name>",
+    )
     column_rules: tuple[ColumnRule, ...] = Field(
         (), description="mask, truncate or hash text columns; every matching rule, in order"
     )
@@ -380,15 +499,17 @@ class OutboxConfig(_Section):
     its defaults: inserts (and snapshot reads) of an outbox table become events on a topic
     per `route_by_column` value, keyed by `key_column`, the payload column as the value,
     the `id` header and `headers`; updates are skipped as `on_update` says, deletes and
-    TRUNCATE skipped. README, "Outbox event router"."""
+    TRUNCATE skipped (docs: concepts/filters-and-routing)."""
 
     tables: tuple[Regex, ...] = Field(
         (), description='regexes over "schema.table" (full match); empty: no outbox'
     )
-    id_column: str = "id"
-    key_column: str = "aggregateid"
-    payload_column: str = "payload"
-    route_by_column: str = "aggregatetype"
+    id_column: str = Field("id", description='the event id, sent as header "id"')
+    key_column: str = Field("aggregateid", description="the record key")
+    payload_column: str = Field("payload", description="the record value")
+    route_by_column: str = Field(
+        "aggregatetype", description="its value names the topic (topic_regex, topic_replacement)"
+    )
     topic_regex: str = Field(
         "(?<routedByValue>.*)", description="Java syntax, over the route_by_column value"
     )
@@ -399,8 +520,14 @@ class OutboxConfig(_Section):
         default_factory=dict,
         description="column -> header name (table.fields.additional.placement col:header:alias)",
     )
-    on_update: Literal["warn", "error", "fatal"] = "warn"
-    tombstone_on_empty_payload: bool = False
+    on_update: Literal["warn", "error", "fatal"] = Field(
+        "warn",
+        description="an update of an outbox row is skipped with a warning or an error, or stops "
+        "the bridge (fatal)",
+    )
+    tombstone_on_empty_payload: bool = Field(
+        False, description="a blank payload, not only a NULL one, gives a record without a value"
+    )
 
     def holds(self, schema: str, table: str) -> bool:
         """Whether `schema.table` is an outbox table (asked once per relation version)."""
@@ -414,12 +541,25 @@ class OutboxConfig(_Section):
 
 
 class PipelineConfig(_Section):
-    spill_dir: Path = Path("/tmp/bridge-spill")
+    """Buffers, limits and side topics between the replication stream and Kafka."""
+
+    spill_dir: Path = Field(
+        Path("/tmp/bridge-spill"),
+        description="streamed and prepared transactions beyond memory_limit_mb go to files here",
+    )
     memory_limit_mb: int = Field(256, ge=1, description="streamed/prepared txn buffer in RAM")
-    max_in_flight_records: int = Field(100_000, ge=1)
-    max_in_flight_mb: int = Field(256, ge=1)
-    tombstones: bool = True
-    shutdown_timeout_s: float = Field(30.0, gt=0)
+    max_in_flight_records: int = Field(
+        100_000, ge=1, description="records handed to Kafka and not yet acknowledged, at most"
+    )
+    max_in_flight_mb: int = Field(
+        256, ge=1, description="MiB of records handed to Kafka and not yet acknowledged, at most"
+    )
+    tombstones: bool = Field(
+        True, description="a delete is followed by a tombstone (a record without a value)"
+    )
+    shutdown_timeout_s: float = Field(
+        30.0, gt=0, description="on SIGTERM: seconds to wait for Kafka to confirm what is in flight"
+    )
     heartbeat_interval_s: float = Field(0.0, ge=0, description="0 disables heartbeats")
     heartbeat_topic_prefix: str = Field(
         "__bridge-heartbeat",
@@ -427,7 +567,9 @@ class PipelineConfig(_Section):
         description="heartbeat topic <this>.<topic_prefix>; Debezium's topic.heartbeat.prefix "
         "is __debezium-heartbeat",
     )
-    transaction_metadata: bool = False
+    transaction_metadata: bool = Field(
+        False, description="BEGIN/END records with per-table counts on <topic_prefix>.transaction"
+    )
     oversized: Literal["stop", "dead_letter"] = Field(
         "stop", description="a row over its topic's record limit: stop, or dead-letter it"
     )
@@ -437,19 +579,29 @@ class PipelineConfig(_Section):
 class FiltersConfig(_Section):
     """Which tables and columns are captured: regular expressions, always a full match."""
 
-    include_tables: tuple[Regex, ...] = ()
-    exclude_tables: tuple[Regex, ...] = ()
+    include_tables: tuple[Regex, ...] = Field(
+        (), description='regexes over "schema.table" (full match); empty: every table'
+    )
+    exclude_tables: tuple[Regex, ...] = Field(
+        (), description='regexes over "schema.table" (full match), left out'
+    )
     exclude_columns: tuple[Regex, ...] = Field(
         (), description='regexes over "schema.table.column" (full match); not key columns'
     )
-    skipped_operations: tuple[Literal["c", "u", "d", "t"], ...] = ()
+    skipped_operations: tuple[Literal["c", "u", "d", "t"], ...] = Field(
+        (), description="operations not produced: c insert, u update, d delete, t truncate"
+    )
 
 
 class SnapshotConfig(_Section):
     """Initial and incremental snapshots; modes and guarantees in bridge/snapshot/modes.py."""
 
     mode: Literal["initial", "initial_only", "no_data", "when_needed", "always", "external"] = (
-        "initial"
+        Field(
+            "initial",
+            description="Debezium's snapshot modes, plus external: Spark's executors load the "
+            "rows (docs: concepts/snapshots)",
+        )
     )
     tables: tuple[str, ...] = Field(
         (), description='"schema.table" names; empty = every table the plugin sends'
@@ -464,14 +616,23 @@ class SnapshotConfig(_Section):
         "CPU per row of text, and the server spends less on it than on printing text "
         "(bench/README.md, snapshot)",
     )
-    progress_schema: str = Field("bridge", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
-    progress_bar: Literal["auto", "always", "never"] = "auto"
+    progress_schema: str = Field(
+        "bridge",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="schema of the snapshot progress tables (created; needs CREATE on the "
+        "database)",
+    )
+    progress_bar: Literal["auto", "always", "never"] = Field(
+        "auto", description="snapshot progress bars on stderr; auto: when it is a terminal"
+    )
     signal_table: str | None = Field(
         None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$",
         description='"schema.table" for execute-snapshot signals; None disables them',
     )
-    incremental_chunk_size: int = Field(1024, ge=1)
+    incremental_chunk_size: int = Field(
+        1024, ge=1, description="rows per chunk of an incremental snapshot"
+    )
     signal_kafka_topic: str | None = Field(
         None,
         description="a topic of signals (Debezium's signal.kafka.topic): execute-snapshot, "
@@ -533,13 +694,21 @@ class SnapshotConfig(_Section):
 class HttpConfig(_Section):
     """Prometheus metrics and health endpoints (/metrics, /healthz, /readyz)."""
 
-    host: str = "0.0.0.0"
+    host: str = Field("0.0.0.0", description="address the endpoint listens on")
     port: int = Field(9187, ge=0, le=65535, description="0 disables the endpoint")
 
 
 class LogConfig(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    format: Literal["text", "json"] = "text"
+    """The bridge's log on stderr (docs: operations/logs)."""
+
+    level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = Field(
+        "INFO",
+        description="debug, info, warning or error (any case); libraries' own INFO lines "
+        "(HTTP requests, py4j, Spark) show only at debug",
+    )
+    format: Literal["text", "json"] = Field(
+        "text", description="text for people, or one JSON object per line for log collectors"
+    )
 
 
 class Config(BaseSettings):

@@ -5,10 +5,10 @@ a second database, read back with psycopg) and Flink SQL's debezium-avro-conflue
 (PyFlink), each value compared with what PostgreSQL returns (tests/consumers/matrix.py
 says how).
 
-The measured matrix must equal tests/consumers/matrix.json, from which README's type
-table is generated (test_readme.py), so documentation and behaviour cannot drift. After a
+The measured matrix must equal tests/consumers/matrix.json, from which the docs' type
+table is generated (test_type_table.py), so documentation and behaviour cannot drift. After a
 deliberate change: BRIDGE_WRITE_MATRIX=1 rewrites the file, then
-`python -m tests.consumers.matrix` the README block. Spark reads the topic once, in the
+`python -m tests.consumers.matrix` the docs page's block. Spark reads the topic once, in the
 suite's one SparkSession; the sink runs on the session's Connect worker while Flink's job
 (a process of its own) reads the topic.
 """
@@ -422,7 +422,7 @@ def test_every_cell_is_equal_or_documented(measured: dict[str, Any]) -> None:
 
 
 def test_matrix_file_is_what_was_measured(measured: dict[str, Any]) -> None:
-    """README's table is generated from matrix.json: it must be what this run measured."""
+    """The docs' type table is generated from matrix.json: it must be what this run measured."""
     text = json.dumps(measured, indent=1, ensure_ascii=False) + "\n"
     if os.environ.get("BRIDGE_WRITE_MATRIX") == "1":
         MATRIX_FILE.write_text(text)
