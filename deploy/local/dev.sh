@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian machine to tests or the demo:
-#   ./deploy/local/dev.sh test [pytest args...]   run the test suite (real local stack)
+#   ./deploy/local/dev.sh test                    lint, then the whole test suite (real local stack)
+#   ./deploy/local/dev.sh test [pytest args...]   only those tests (no lint)
+#   ./deploy/local/dev.sh lint                    ruff and mypy --strict alone
 #   ./deploy/local/dev.sh demo [bridge demo args...]
 # Both first make sure the prerequisites exist: Debian packages (PostgreSQL 15 + pglogical,
 # Maven, a JDK) and a virtualenv at .venv with the project installed in editable mode. The
@@ -78,8 +80,20 @@ ensure_venv() {
     fi
 }
 
+# The checks a submission must pass before its tests count: ruff's lint rules and formatting,
+# then mypy --strict over what [tool.mypy] in pyproject.toml names. Run by `test` without
+# arguments (the README's command, and .ci/run's), so CI refuses what breaks them.
+lint() {
+    log "ruff check"
+    "$VENV/bin/ruff" check --quiet .
+    log "ruff format --check bridge"
+    "$VENV/bin/ruff" format --check bridge
+    log "mypy"
+    "$VENV/bin/python" -m mypy
+}
+
 usage() {
-    echo "usage: $0 {test|demo} [args...]" >&2
+    echo "usage: $0 {test|lint|demo} [args...]" >&2
     exit 2
 }
 
@@ -90,7 +104,12 @@ case "$command" in
     test)
         ensure_system_packages
         ensure_venv
+        [ "$#" -gt 0 ] || lint
         exec "$VENV/bin/python" -m pytest "$@"
+        ;;
+    lint)
+        ensure_venv
+        lint
         ;;
     demo)
         ensure_system_packages
