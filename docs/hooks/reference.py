@@ -4,13 +4,15 @@
 key with its type, default, limits, description and `BRIDGE_` environment name.
 `reference/cli.md` comes from the `bridge` command's own options (`bridge.cli.app`).
 Neither page exists in `docs/`; both are added to the build as generated files. A field
-without a description stops the build: the reference would have a hole.
+without a description stops the build: the reference would have a hole. The benchmarks
+page shows bench/README.md's current tables, read from there at build time (one copy).
 """
 
 from __future__ import annotations
 
 import enum
 import inspect
+import re
 import types
 import typing
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ import typer
 import yaml
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
@@ -31,6 +34,10 @@ from bridge.config import Config
 
 CONFIG_PAGE = "reference/configuration.md"
 CLI_PAGE = "reference/cli.md"
+BENCH_README = Path(__file__).resolve().parents[2] / "bench" / "README.md"
+BENCH_MARK = "<!-- bench/README.md: current figures -->"
+CURRENT = re.compile(r"<!-- current:begin[^>]*-->\n(.*?)<!-- current:end -->", re.S)
+LINK = re.compile(r"\[([^\]]+)\]\((results/[^)#]*)[^)]*\)")
 
 
 @dataclass(frozen=True)
@@ -215,6 +222,14 @@ def cli_page(group: Any) -> str:
     return "\n".join(lines)
 
 
+def current_benchmarks(readme: str) -> str:
+    """bench/README.md's current section, its links into bench/results/ as plain paths."""
+    found = CURRENT.search(readme)
+    if found is None:
+        raise SystemExit("bench/README.md has no <!-- current:begin --> ... end section")
+    return LINK.sub(r"\1 (`bench/\2`)", found.group(1))
+
+
 # --- the MkDocs side ---------------------------------------------------------------------
 
 
@@ -227,3 +242,10 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     files.append(File.generated(config, CONFIG_PAGE, content=configuration_page(Config)))
     files.append(File.generated(config, CLI_PAGE, content=cli_page(command)))
     return files
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Splice bench/README.md's current tables into the benchmarks page."""
+    if BENCH_MARK not in markdown:
+        return markdown
+    return markdown.replace(BENCH_MARK, current_benchmarks(BENCH_README.read_text()))
