@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs/hooks/reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "docs_reference_hook", ROOT / "docs/hooks/reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up there
