@@ -6,10 +6,8 @@ configuration, 1 otherwise); tracebacks are kept for real bugs.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -25,12 +23,9 @@ from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
 from bridge.snapshot.external import held_snapshot, store_of
 from bridge.snapshot.store import DONE, INITIAL
+from bridge.verify.command import Request
+from bridge.verify.command import run as run_verification
 from bridge.verify.compare import REPAIR_KEY_LIMIT
-from bridge.verify.metrics import push_metrics, write_metrics
-from bridge.verify.repair import repair as run_repair
-from bridge.verify.report import as_json, as_table
-from bridge.verify.run import parse_settings, parse_targets
-from bridge.verify.run import verify as run_verify
 from bridge.verify.store import DEFAULT_MEMORY_LIMIT, MB
 
 app = typer.Typer(
@@ -212,52 +207,26 @@ def verify(
 
     Exit 0 when every table matches (after --repair: at the second verification), 1 on a
     mismatch or an error."""
-    if output not in ("table", "json"):
-        _fail(ConfigError(f"--format {output!r}", hint="use table or json"))
+    request = Request(
+        tables=tuple(tables or ()),
+        output=output,
+        timeout=timeout,
+        repair=repair,
+        metrics_file=metrics_file,
+        push_gateway=push_gateway,
+        lake=tuple(delta or ()),
+        memory_limit=memory_limit_mb * MB,
+        spark=spark,
+        spark_master=spark_master,
+        spark_conf=tuple(spark_conf or ()),
+    )
     cfg = _load(config)
     mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
-    show = as_json if output == "json" else as_table
-    started = time.monotonic()
     try:
-        check_all = functools.partial(
-            run_verify,
-            cfg,
-            tables or (),
-            timeout=timeout,
-            delta=parse_targets(delta or []),
-            memory_limit=memory_limit_mb * MB,
-            distributed=spark,
-            spark_master=spark_master,
-            spark_conf=parse_settings(spark_conf or []),
-        )
-        result = check_all(keys_for_repair=repair)
-        if repair and not result.ok:  # JSON: stdout holds only the final verification
-            typer.echo(show(result), err=output == "json")
-            done = run_repair(cfg, result, timeout=timeout)
-            lake = (
-                f"; {done.lake_left} lake key(s) the topic cannot fix (never in it, or "
-                "changed after the point: delete them from the lake, or verify again)"
-                if done.lake_left
-                else ""
-            )
-            typer.echo(
-                f"repaired: {done.reread} row(s) re-emitted, {done.deleted} ghost key(s) deleted, "
-                f"{done.skipped} ghost key(s) changed meanwhile and left to the next verify{lake}",
-                err=output == "json",
-            )
-            result = check_all()
-        typer.echo(show(result))
+        ok = run_verification(cfg, request, lambda text, err: typer.echo(text, err=err))
     except BridgeError as exc:
         _fail(exc, mask.scrub)
-    seconds = time.monotonic() - started
-    if metrics_file is not None:
-        write_metrics(result, metrics_file, seconds)
-    if push_gateway is not None:
-        try:
-            push_metrics(result, push_gateway, cfg.source.slot_name, seconds)
-        except BridgeError as exc:
-            _fail(exc, mask.scrub)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command("external-load")

@@ -49,7 +49,7 @@ from bridge.check import run_checks
 from bridge.config import Config
 from bridge.errors import BridgeError
 from bridge.produce import kafka_client_config
-from bridge.verify.run import topic_offsets
+from bridge.verify.topic import topic_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

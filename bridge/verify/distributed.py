@@ -82,8 +82,8 @@ from bridge.verify.lake import (
     lake_kind,
     tally,
 )
-from bridge.verify.run import topic_offsets
 from bridge.verify.store import Kept
+from bridge.verify.topic import topic_offsets
 
 KINDS: Final = ("equal", "missing", "ghost", "different")
 _PG_KEY: Final = "__pgkey"  # PostgreSQL's key text (JSON array), carried for --repair

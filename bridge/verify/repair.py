@@ -51,9 +51,10 @@ from bridge.registry import Registry, subject_name
 from bridge.snapshot.store import DONE, ProgressStore
 from bridge.source import libpq
 from bridge.verify.compare import TableResult
-from bridge.verify.run import Verification, await_delivered, read_topic
+from bridge.verify.run import Verification, await_delivered
 from bridge.verify.state import Decoder, TopicState, raw_schema
 from bridge.verify.store import Kept
+from bridge.verify.topic import read_topic
 
 log = logging.getLogger("bridge.verify")
 

@@ -9,9 +9,8 @@ before the LSN yet still be invisible to the snapshot (or the reverse).
 
 The topics: verify waits until the bridge's slot shows a confirmed position at or past L
 (every transaction before L delivered to Kafka), then reads each partition from its start
-to the end offset it has at that moment, leaving out the records of transactions committed
-at or after L (`state`). Partitions are read side by side, merged by commit LSN, so the
-old key of a primary-key change is folded before the new key's create needs its values.
+to the end offset it has at that moment (`topic`), leaving out the records of transactions
+committed at or after L (`state`).
 
 `--spark` compares each table in a Spark job instead (`distributed`), at the same point:
 this process holds the snapshot's transaction open while Spark's tasks read inside it.
@@ -19,17 +18,14 @@ this process holds the snapshot's transaction open while Spark's tasks read insi
 
 from __future__ import annotations
 
-import heapq
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from bridge.config import Config
@@ -47,13 +43,13 @@ from bridge.snapshot.reader import (
 )
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
-from bridge.verify.state import Decoder, TopicState, commit_lsn
+from bridge.verify.state import Decoder, TopicState
 from bridge.verify.store import DEFAULT_MEMORY_LIMIT
+from bridge.verify.topic import read_topic
 
 log = logging.getLogger("bridge.verify")
 
 _POLL_S = 0.2
-_BATCH = 500
 
 
 @dataclass
@@ -103,104 +99,6 @@ def await_delivered(cfg: Config, conn: psycopg.Connection[Any], point: int, time
                 hint="the bridge is not running or lags behind; start it or raise --timeout",
             )
         time.sleep(_POLL_S)
-
-
-def _partition_records(
-    cfg: Config, topic: str, partition: int, low: int, high: int, deadline: float
-) -> Iterator[tuple[int, Any]]:
-    """(offset, message) of one partition from `low` to `high` (exclusive)."""
-    consumer = Consumer(
-        {
-            **cfg.kafka.client_config(),
-            "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        tp = TopicPartition(topic, partition, low)
-        consumer.assign([tp])
-        while True:
-            got = consumer.consume(_BATCH, 1.0)
-            for msg in got:
-                if msg.error() is not None:
-                    raise VerifyError(
-                        f"reading {topic} partition {partition}: {msg.error()}",
-                        hint="check Kafka and the verify role's READ permission on the topic",
-                    )
-                offset = msg.offset()
-                assert offset is not None  # a consumed message has one
-                if offset >= high:
-                    return
-                yield offset, msg
-            if not got:
-                position = consumer.position([tp])[0].offset
-                if position >= high:
-                    return
-                if time.monotonic() > deadline:
-                    raise VerifyError(
-                        f"reading {topic} partition {partition} stopped at offset {position} "
-                        f"before its end {high}",
-                        hint="an open Kafka transaction holds read_committed readers back; "
-                        "retry, or raise --timeout",
-                    )
-    finally:
-        consumer.close()
-
-
-def topic_offsets(cfg: Config, topic: str) -> dict[int, tuple[int, int]]:
-    """Partition -> (first offset, end offset) now; empty for a topic never produced to."""
-    probe = Consumer({**cfg.kafka.client_config(), "group.id": "bridge-verify"})
-    try:
-        meta = probe.list_topics(topic, timeout=30).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return {}
-        return {
-            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
-            for p in sorted(meta.partitions)
-        }
-    except KafkaException as exc:
-        raise VerifyError(f"Kafka metadata for {topic}: {exc}", hint="check Kafka") from None
-    finally:
-        probe.close()
-
-
-def read_topic(
-    cfg: Config,
-    topic: str,
-    state: TopicState,
-    timeout: float,
-    start: dict[int, int] | None = None,
-) -> dict[int, int]:
-    """Fold every record of `topic` present now, from `start` (partition -> offset) or the
-    beginning (see the module docstring); returns the end offsets read up to."""
-    ranges = topic_offsets(cfg, topic)
-    deadline = time.monotonic() + timeout
-    streams = []
-    for partition, (low, high) in ranges.items():
-        first = max(low, (start or {}).get(partition, low))
-        if high > first:
-            records = _partition_records(cfg, topic, partition, first, high, deadline)
-            streams.append(_with_lsn(state.decoder, topic, records))
-    for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
-        state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
-    return {p: high for p, (_, high) in ranges.items()}
-
-
-def _with_lsn(
-    decoder: Decoder, topic: str, records: Iterator[tuple[int, Any]]
-) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None, bytes | None]]:
-    """Decoded envelopes with their commit LSN (a tombstone takes the previous one) and
-    their row's body (`Decoder.envelope_row`)."""
-    lsn = 0
-    for offset, msg in records:
-        where = f"topic {topic} partition {msg.partition()} offset {offset}"
-        value = msg.value()
-        env, row = (None, None) if value is None else decoder.envelope_row(value, where)
-        if env is not None:
-            lsn = commit_lsn(env)
-        yield lsn, offset, where, msg, env, row
 
 
 def verify(
@@ -284,32 +182,6 @@ def verify(
                     _with_lake(cfg, reader, spark, target, state, result, timeout)
             progress(f"{table.label}: {result.status}" + " (key states on disk)" * result.on_disk)
         return Verification(point, results)
-
-
-def parse_targets(specs: list[str]) -> dict[str, str]:
-    """`--lake schema.table=TARGET` options -> table -> lake table's path or name."""
-    out = {}
-    for spec in specs:
-        table, sep, target = spec.partition("=")
-        if not sep or "." not in table or not target:
-            raise ConfigError(
-                f"--lake {spec!r}", hint="write --lake schema.table=/path/or/table_name"
-            )
-        out[table] = target
-    return out
-
-
-def parse_settings(specs: list[str]) -> dict[str, str]:
-    """`--spark-conf KEY=VALUE` options -> Spark settings."""
-    out = {}
-    for spec in specs:
-        key, sep, value = spec.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(
-                f"--spark-conf {spec!r}", hint="write --spark-conf spark.some.setting=value"
-            )
-        out[key.strip()] = value
-    return out
 
 
 def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:

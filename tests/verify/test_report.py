@@ -13,10 +13,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge.errors import ConfigError, VerifyError
+from bridge.verify.command import parse_targets
 from bridge.verify.compare import LakeResult, TableResult
 from bridge.verify.metrics import push_metrics, write_metrics
 from bridge.verify.report import as_json, as_table
-from bridge.verify.run import Verification, parse_targets
+from bridge.verify.run import Verification
 
 
 def verdict() -> Verification:

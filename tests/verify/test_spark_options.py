@@ -10,8 +10,8 @@ from pydantic import SecretStr
 
 from bridge.config import KafkaConfig
 from bridge.errors import ConfigError
+from bridge.verify.command import parse_settings
 from bridge.verify.distributed import kafka_options
-from bridge.verify.run import parse_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
