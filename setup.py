@@ -55,8 +55,8 @@ HOT_PATH = [
     # per snapshot row: COPY output -> the encoder above
     "bridge/encode/copyrows.py",
     # per Kafka record: produce, the delivery callback, the LSN watermark
-    "bridge/acks.py",
-    "bridge/produce.py",
+    "bridge/kafka/acks.py",
+    "bridge/kafka/producer.py",
     # per message and row: the loop that moves events through the above
     # (bridge/build.py, which opens everything once, is plain Python)
     "bridge/pipeline.py",

@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from encode import RELATION, text_rows  # bench/encode.py
 
-from bridge.acks import AckTracker, TxHandle
 from bridge.decode.messages import TupleData
 from bridge.decode.pgoutput import PgoutputDecoder
 from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, TxBegin, TxCommit
+from bridge.kafka.acks import AckTracker, TxHandle
 from bridge.metrics import Metrics
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails

@@ -16,30 +16,30 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
 
-from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.encoders import EncoderCache, encoder_cache
-from bridge.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
+from bridge.kafka.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
+from bridge.kafka.producer import Producer, RaiseOnRefusal, kafka_client_config
+from bridge.kafka.registry import Registry, open_registry
+from bridge.kafka.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
+from bridge.kafka.topics import topic_creator
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.outbox import OutboxRouter
-from bridge.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
 from bridge.pipeline import Parts, Pipeline
 from bridge.plugins import Plugin, open_plugin
-from bridge.produce import Producer, RaiseOnRefusal, kafka_client_config
-from bridge.registry import Registry, open_registry
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
-from bridge.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
 from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot.manager import SnapshotManager
 from bridge.snapshot.notify import Notifier
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
-from bridge.topics import topic_creator
 
 log = logging.getLogger("bridge.build")
 

@@ -13,7 +13,7 @@ from psycopg import sql
 
 from bridge.config import Config
 from bridge.errors import BridgeError
-from bridge.produce import kafka_client_config
+from bridge.kafka.producer import kafka_client_config
 from bridge.source import failover, libpq, slots
 
 

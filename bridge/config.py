@@ -314,7 +314,7 @@ class KafkaConfig(_Section):
         """librdkafka settings shared by every client the bridge makes.
 
         Without an `error_cb`: which client errors stop the bridge is produce's policy
-        (`bridge.produce.kafka_client_config` adds it)."""
+        (`bridge.kafka.producer.kafka_client_config` adds it)."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,

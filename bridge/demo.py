@@ -48,7 +48,7 @@ from bridge.build import build_pipeline
 from bridge.check import run_checks
 from bridge.config import Config
 from bridge.errors import BridgeError
-from bridge.produce import kafka_client_config
+from bridge.kafka.producer import kafka_client_config
 from bridge.verify.topic import topic_offsets
 
 if TYPE_CHECKING:

@@ -23,11 +23,11 @@ from bridge.decode.messages import Relation
 from bridge.encode.defaults import missing_defaults, without_key
 from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
-from bridge.registry import Registry, subject_name
+from bridge.kafka.registry import Registry, subject_name
+from bridge.kafka.topics import topic_creator
 from bridge.schema.catalog import PgCatalog, TypeCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
-from bridge.topics import topic_creator
 
 # attmissingval is a one-element anyarray: its text read back as text[] gives the element's
 # text (the type's output form, which the text decoders read).

@@ -25,7 +25,6 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from bridge import __version__
-from bridge.acks import CommitTimes
 from bridge.decode.messages import PG_EPOCH_OFFSET_US
 from bridge.errors import (
     BridgeError,
@@ -35,6 +34,7 @@ from bridge.errors import (
     SchemaError,
     SourceError,
 )
+from bridge.kafka.acks import CommitTimes
 
 log = logging.getLogger("bridge.metrics")
 
@@ -64,7 +64,7 @@ KAFKA_STATS_INTERVAL_MS: Final = 5_000
 
 
 class Tracked(Protocol):
-    """What the collector reads from `bridge.acks.AckTracker`."""
+    """What the collector reads from `bridge.kafka.acks.AckTracker`."""
 
     in_flight_records: int
     in_flight_bytes: int
@@ -77,7 +77,7 @@ class Tracked(Protocol):
 
 
 class Blocking(Protocol):
-    """What the collector reads from `bridge.produce.Producer`."""
+    """What the collector reads from `bridge.kafka.producer.Producer`."""
 
     blocked_turns: int
 

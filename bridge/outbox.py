@@ -35,7 +35,7 @@ from bridge.encode.columns import BAD_INPUT, Converter, codec_of
 from bridge.encode.records import Headers, framed_writer
 from bridge.errors import ConfigError, SchemaError, ValueConversionError
 from bridge.events.model import Change
-from bridge.registry import Registry, subject_name
+from bridge.kafka.registry import Registry, subject_name
 from bridge.routing import kafka_safe
 from bridge.schema.table import TableCodec
 

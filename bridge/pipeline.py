@@ -30,25 +30,25 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from bridge import __version__
-from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
 from bridge.encode.records import Headers, Record, SourceBlock, TxSource, record_size
-from bridge.eos import KafkaTransactions
 from bridge.errors import BridgeError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
-from bridge.lsn import LSN
-from bridge.metrics import Metrics
-from bridge.produce import Producer, ProducerStoppedError
-from bridge.routing import Routing
-from bridge.sidetopics import (
+from bridge.kafka.acks import AckTracker, TxHandle
+from bridge.kafka.eos import KafkaTransactions
+from bridge.kafka.producer import Producer, ProducerStoppedError
+from bridge.kafka.sidetopics import (
     HEARTBEAT_PREFIX,
     Heartbeat,
     MessageTopic,
     TransactionTopic,
     tx_id,
 )
+from bridge.lsn import LSN
+from bridge.metrics import Metrics
+from bridge.routing import Routing
 from bridge.source.stream import ReplicationStream
 
 log: Final = logging.getLogger("bridge.pipeline")

@@ -40,11 +40,11 @@ from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
-from bridge.eos import ensure_offsets_topic, read_last_value
 from bridge.errors import BridgeError, DeliveryError, SlotLostError
+from bridge.kafka.eos import ensure_offsets_topic, read_last_value
+from bridge.kafka.producer import kafka_client_config
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
-from bridge.produce import kafka_client_config
 from bridge.source import libpq, slots
 
 log: Final = logging.getLogger("bridge.slotstate")

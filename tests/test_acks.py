@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from bridge.acks import AckTracker, TxHandle
 from bridge.errors import DeliveryError
+from bridge.kafka.acks import AckTracker, TxHandle
 
 START = 5
 

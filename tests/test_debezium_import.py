@@ -18,8 +18,8 @@ from bridge.cli import app
 from bridge.config import FiltersConfig, KafkaConfig, load_config
 from bridge.debezium_import import import_connector, parse_properties, read_connector_file
 from bridge.errors import ConfigError
+from bridge.kafka.topics import TopicCreator
 from bridge.routing import Routing
-from bridge.topics import TopicCreator
 
 CONFIGS = Path(__file__).resolve().parent / "debezium_configs"
 

@@ -23,8 +23,8 @@ from waiting import wait_for
 
 from bridge.build import build_pipeline
 from bridge.config import Config
-from bridge.eos import KafkaTransactions
 from bridge.errors import DeliveryError
+from bridge.kafka.eos import KafkaTransactions
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from bridge.decode.messages import Column, Relation
 from bridge.encode.records import ChangeEncoder
 from bridge.encoders import EncoderCache, load_table_details
 from bridge.errors import IncompatibleSchemaError
-from bridge.registry import Registry
+from bridge.kafka.registry import Registry
 from bridge.schema.catalog import PgCatalog
 from bridge.schema.pgtypes import CodecOptions
 

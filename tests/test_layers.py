@@ -1,7 +1,11 @@
 """The data path's layers run one way, read from the imports of bridge/ (no import runs).
 
     base (errors, lsn, log, config, hosts: importable by all)
-    source < decode < events < schema < encode < produce/acks < wiring
+    source < decode < events < schema < encode < kafka < wiring
+
+`kafka` is the Kafka side (bridge/kafka/: producer, acknowledgement watermark,
+exactly-once, topics, side topics, oversized records, schema registry): it sees the
+encoder's records, never the wiring that runs it.
 
 A module may import its own layer, a lower one, or a base module; never a higher one.
 `spark` (the consumer side) is separate: it imports only base modules, and only the
@@ -24,7 +28,7 @@ import pytest
 BRIDGE = Path(__file__).resolve().parents[1] / "bridge"
 
 BASE = "base"
-LAYERS = ["source", "decode", "events", "schema", "encode", "produce", "wiring"]
+LAYERS = ["source", "decode", "events", "schema", "encode", "kafka", "wiring"]
 SPARK = "spark"
 # wiring modules that run the consumer side: the demo, verify against a Delta table, and
 # verify in Spark jobs
@@ -40,23 +44,18 @@ _PACKAGES = {
     "decode": "decode",
     "events": "events",
     "schema": "schema",
-    "encode": "encode",  # the encoder package (bridge/encode/) once it exists
+    "encode": "encode",
+    "kafka": "kafka",
     "snapshot": "wiring",
     "verify": "wiring",
     "spark": SPARK,
 }
 _MODULES = {
     **dict.fromkeys(["__init__", "__main__", "errors", "lsn", "log", "config", "hosts"], BASE),
-    "acks": "produce",
-    "produce": "produce",
     **dict.fromkeys(
         [
             "routing",
-            "oversized",
-            "sidetopics",
             "outbox",  # outbox.*: outbox table changes -> routed events
-            "eos",
-            "topics",  # kafka.topic_creation: table topics created by rule (admin I/O)
             "encoders",  # EncoderCache: catalog SQL, registry I/O, reads Config
             "plugins",
             "metrics",
@@ -64,8 +63,9 @@ _MODULES = {
             "check",
             "pipeline",
             "build",
-            "registry",  # schema registration: registry I/O, cached per schema version
-            "slotstate",  # the slot position recorded in Kafka, lost slots recognised
+            # the slot position recorded in Kafka, lost slots recognised: wiring, not
+            # kafka, as it also reads and drops the slot on the replication connection
+            "slotstate",
             "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
             "cli",
             "debezium_import",  # bridge import-debezium: connector properties -> Config
@@ -224,8 +224,12 @@ def test_the_checker_sees_a_violation() -> None:
     assert allowed("bridge.schema.table", "bridge.config")
     assert not allowed("bridge.source.status", "bridge.decode.messages")
     assert not allowed("bridge.decode.pgoutput", "bridge.events.model")
-    assert not allowed("bridge.produce", "bridge.pipeline")
-    assert not allowed("bridge.config", "bridge.produce")
+    assert not allowed("bridge.kafka.producer", "bridge.pipeline")
+    assert not allowed("bridge.config", "bridge.kafka.producer")
+    assert not allowed("bridge.encode.records", "bridge.kafka.producer")
+    assert not allowed("bridge.kafka.oversized", "bridge.metrics")
+    assert allowed("bridge.kafka.sidetopics", "bridge.encode.records")
+    assert allowed("bridge.pipeline", "bridge.kafka.acks")
     assert not allowed("bridge.pipeline", "bridge.spark.reader")
     assert not allowed("bridge.spark.reader", "bridge.schema.avronames")
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

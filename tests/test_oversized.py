@@ -21,13 +21,13 @@ from delivery.helpers import bridge_settings
 from running import running
 from waiting import wait_for
 
-from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.decode.messages import Relation
 from bridge.demo import consume
 from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import DeliveryError
-from bridge.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
 
 KEY_SCHEMA = {
     "type": "record",

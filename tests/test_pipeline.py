@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from bridge import build
-from bridge.acks import AckTracker
 from bridge.config import Config
 from bridge.decode.messages import (
     Begin,
@@ -37,12 +36,13 @@ from bridge.encode.records import Record, TxSource
 from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.producer import Producer
+from bridge.kafka.sidetopics import Heartbeat, MessageTopic, TransactionTopic
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.pipeline import Parts, Pipeline
-from bridge.produce import Producer
 from bridge.routing import Routing
-from bridge.sidetopics import Heartbeat, MessageTopic, TransactionTopic
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 

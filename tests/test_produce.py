@@ -11,9 +11,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bridge.acks import AckTracker
 from bridge.errors import ConfigError, DeliveryError
-from bridge.produce import PRODUCER_DEFAULTS, UNSAFE_OVERRIDES, Producer, producer_config
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.producer import PRODUCER_DEFAULTS, UNSAFE_OVERRIDES, Producer, producer_config
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1"}
 

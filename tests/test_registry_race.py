@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryError
 
 from bridge.errors import IncompatibleSchemaError
-from bridge.registry import Registry
+from bridge.kafka.registry import Registry
 
 SCHEMA: dict[str, Any] = {
     "type": "record",

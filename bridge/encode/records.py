@@ -56,7 +56,7 @@ _ENVELOPE_FIELDS: Final = (
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
-    """A record's bytes as the size limits count them (bridge.oversized): key, value, and
+    """A record's bytes as the size limits count them (bridge.kafka.oversized): key, value, and
     each header's name and value."""
     size = len(key or b"") + len(value or b"")
     if headers is not None:

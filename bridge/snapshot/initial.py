@@ -32,12 +32,12 @@ from typing import Any, NamedTuple
 import psycopg
 
 import bridge
-from bridge.acks import AckTracker, TxHandle
 from bridge.config import Config
 from bridge.encode.copyrows import unpack_records
 from bridge.errors import ConfigError, SourceError
-from bridge.produce import Producer, kafka_client_config
-from bridge.registry import KnownSchemas, open_registry
+from bridge.kafka.acks import AckTracker, TxHandle
+from bridge.kafka.producer import Producer, kafka_client_config
+from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.routing import Routing
 from bridge.snapshot import catalog, chunks
 from bridge.snapshot.chunks import Chunk

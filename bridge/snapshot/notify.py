@@ -30,10 +30,10 @@ from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
-from bridge.produce import kafka_client_config
+from bridge.kafka.producer import kafka_client_config
+from bridge.kafka.topics import topic_creator
 from bridge.snapshot import store
 from bridge.snapshot.progress import TABLE_STARTED, TableStatus
-from bridge.topics import topic_creator
 
 log: Final = logging.getLogger("bridge.snapshot")
 

@@ -34,7 +34,7 @@ from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.errors import SchemaError
 from bridge.events.model import Change
-from bridge.registry import Registry, open_registry
+from bridge.kafka.registry import Registry, open_registry
 from bridge.routing import Routing
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query

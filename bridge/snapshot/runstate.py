@@ -20,10 +20,10 @@ from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
-from bridge.eos import ensure_offsets_topic, read_last_value
 from bridge.errors import DeliveryError
+from bridge.kafka.eos import ensure_offsets_topic, read_last_value
+from bridge.kafka.producer import kafka_client_config
 from bridge.lsn import LSN
-from bridge.produce import kafka_client_config
 from bridge.slotstate import state_topic
 from bridge.snapshot.store import DONE, Run
 

@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple
 from confluent_kafka import Consumer
 
 from bridge.config import Config
-from bridge.produce import kafka_client_config
+from bridge.kafka.producer import kafka_client_config
 
 log: Final = logging.getLogger("bridge.snapshot")
 _BATCH: Final = 100

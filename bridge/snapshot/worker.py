@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from bridge import log
 from bridge.config import Config
 from bridge.errors import BridgeError
-from bridge.registry import KnownSchemas, open_registry
+from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.reader import (
     build_jobs,

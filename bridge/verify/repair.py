@@ -47,7 +47,7 @@ from psycopg import sql
 from bridge import __version__
 from bridge.config import Config
 from bridge.errors import ConfigError, VerifyError
-from bridge.registry import Registry, subject_name
+from bridge.kafka.registry import Registry, subject_name
 from bridge.snapshot.store import DONE, ProgressStore
 from bridge.source import libpq
 from bridge.verify.compare import TableResult

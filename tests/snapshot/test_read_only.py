@@ -25,7 +25,7 @@ from running import PipelineThread, start
 from waiting import wait_for
 
 from bridge.config import Config
-from bridge.eos import read_last_value
+from bridge.kafka.eos import read_last_value
 
 from .helpers import TopicReader, Writer, keyed_state, make_table, same_state, table_state
 

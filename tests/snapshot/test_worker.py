@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from bridge import registry as registry_module
 from bridge.config import Config
 from bridge.encode.copyrows import unpack_records
-from bridge.registry import KnownSchemas, open_registry
+from bridge.kafka import registry as registry_module
+from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.snapshot import catalog, chunks, reader, worker
 from bridge.snapshot.initial import _Reader
 from bridge.source import libpq

@@ -25,7 +25,7 @@ from bridge.decode.messages import (
 from bridge.encode.records import Record, SourceBlock, TxSource
 from bridge.encoders import EncoderCache
 from bridge.events.model import Change
-from bridge.registry import Registry
+from bridge.kafka.registry import Registry
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import ColumnDetails, TableDetails
 

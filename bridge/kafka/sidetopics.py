@@ -19,7 +19,7 @@ from typing import Any
 
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, LogicalMessage
 from bridge.encode.records import framed_writer
-from bridge.registry import Registry, subject_name
+from bridge.kafka.registry import Registry, subject_name
 from bridge.schema.fixed import load_fixed
 
 HEARTBEAT_PREFIX = "bridge-heartbeat"

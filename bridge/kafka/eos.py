@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bridge.errors import DeliveryError
+from bridge.kafka.producer import Producer
 from bridge.lsn import LSN
-from bridge.produce import Producer
 
 log = logging.getLogger("bridge.eos")
 

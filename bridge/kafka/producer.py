@@ -1,4 +1,4 @@
-"""Hand records to Kafka; every delivery report goes to the LSN watermark (`bridge.acks`).
+"""Hand records to Kafka; every delivery report goes to the LSN watermark (`bridge.kafka.acks`).
 
 A thin layer over `confluent_kafka.Producer` that owns three things: the producer
 settings the delivery guarantees depend on, the wiring of delivery reports to the
@@ -17,9 +17,9 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as _Client
 
-from bridge.acks import AckTracker, TxHandle, delivery_error
 from bridge.config import KafkaConfig
 from bridge.errors import ConfigError, DeliveryError
+from bridge.kafka.acks import AckTracker, TxHandle, delivery_error
 
 ConfigValue = str | int | float | bool
 log: Final = logging.getLogger("bridge.produce")
@@ -175,7 +175,7 @@ class Producer:
 
     `while_blocked` runs on every turn spent waiting for Kafka (the pipeline passes
     `ReplicationStream.service`, so keepalives are answered and status updates sent
-    while the producer is full). Record bytes are value bytes, as in `bridge.acks`.
+    while the producer is full). Record bytes are value bytes, as in `bridge.kafka.acks`.
     `client` makes the librdkafka client from the merged settings (a fake in unit tests).
     """
 
@@ -265,7 +265,7 @@ class Producer:
             self._poll(0)
             tracker.raise_if_failed()
 
-    # Kafka transactions (exactly-once mode; bridge.eos decides when they start and end).
+    # Kafka transactions (exactly-once mode; bridge.kafka.eos decides when they start and end).
 
     def init_transactions(self, timeout: float) -> None:
         """Register the transactional id, fencing any older instance that uses it."""

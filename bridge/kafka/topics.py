@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bridge.config import Config, TopicRule
 from bridge.decode.messages import Relation
 from bridge.errors import DeliveryError
-from bridge.produce import kafka_client_config
+from bridge.kafka.producer import kafka_client_config
 
 log: Final = logging.getLogger("bridge.topics")
 BROKER_DEFAULT: Final = -1  # NewTopic's "use the broker's default" (KIP-464)
