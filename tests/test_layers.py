@@ -79,11 +79,7 @@ _ENTRY_POINTS = {"bridge.__main__"}
 
 # Known violations, each with its reason. An entry that no longer occurs is reported, not
 # failed.
-ALLOWED: set[tuple[str, str]] = {
-    # A cycle between files, being untangled in bridge/verify/ (issue 46): distributed.py
-    # imports topic_offsets from run.py, which imports compare_in_spark back in a function.
-    ("bridge.verify.distributed", "bridge.verify.run"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def modules() -> dict[str, Path]:
