@@ -110,6 +110,22 @@ class RaiseOnRefusal:
         )
 
 
+def _transaction_error(exc: KafkaException) -> DeliveryError:
+    """A transactional client's failure as the error to stop with; a fenced instance is
+    told that another one took over (a standby pair's new active, or a second bridge)."""
+    err = exc.args[0]
+    fenced = "fenced" in err.str().lower() or err.name() == "_FENCED"
+    return DeliveryError(
+        f"Kafka transaction failed: {err.str()}",
+        hint="another bridge instance with the same kafka.transactional_id took over "
+        "(this one was fenced): with ha.enabled that is the standby taking over, and "
+        "restarted this one stands by; otherwise stop one of them"
+        if fenced
+        else "nothing past the last committed Kafka transaction was acknowledged; "
+        "check the broker's transaction coordinator and restart",
+    )
+
+
 def producer_config(
     client_config: Mapping[str, Any], overrides: Mapping[str, ConfigValue]
 ) -> dict[str, Any]:
@@ -295,16 +311,7 @@ class Producer:
         try:
             call(*args)
         except KafkaException as exc:
-            err = exc.args[0]
-            fenced = "fenced" in err.str().lower() or err.name() == "_FENCED"
-            raise DeliveryError(
-                f"Kafka transaction failed: {err.str()}",
-                hint="another bridge instance with the same kafka.transactional_id took over "
-                "(this one was fenced); stop one of them"
-                if fenced
-                else "nothing past the last committed Kafka transaction was acknowledged; "
-                "check the broker's transaction coordinator and restart",
-            ) from None
+            raise _transaction_error(exc) from None
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve delivery reports (the pipeline calls this when the source is idle)."""
@@ -319,9 +326,12 @@ class Producer:
         """
         deadline = time.monotonic() + timeout
         while True:
-            left = self._client.flush(
-                min(self._blocked_poll_s, max(0.0, deadline - time.monotonic()))
-            )
+            try:
+                left = self._client.flush(
+                    min(self._blocked_poll_s, max(0.0, deadline - time.monotonic()))
+                )
+            except KafkaException as exc:  # a transactional client in a fatal state (fenced)
+                raise _transaction_error(exc) from None
             self._tracker.raise_if_failed()
             if left == 0:
                 return True
