@@ -40,6 +40,7 @@ from bridge.snapshot.notify import Notifier
 from bridge.source import failover, libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
+from bridge.standby import Lease, LeasedPositions, stand_by
 
 log = logging.getLogger("bridge.build")
 
@@ -48,22 +49,40 @@ log = logging.getLogger("bridge.build")
 _KAFKA_TRANSACTION_TIMEOUT_MS = 900_000
 
 
-def build_pipeline(cfg: Config, metrics: Metrics | None = None) -> Pipeline:
-    """A pipeline with everything open; nothing stays open if building fails."""
+def build_pipeline(
+    cfg: Config, metrics: Metrics | None = None, lease: Lease | None = None
+) -> Pipeline:
+    """A pipeline with everything open; nothing stays open if building fails. With the
+    `lease` of a standby pair (bridge/standby.py), nothing is acknowledged once it may
+    have ended."""
     with ExitStack() as opened:
         parts = _parts(cfg, metrics if metrics is not None else Metrics(), opened)
+        if lease is not None:
+            parts.positions = LeasedPositions(parts.positions, lease)
         parts.resources = opened.pop_all()
         return Pipeline(cfg, parts)
 
 
 def run_pipeline(cfg: Config) -> None:
-    """`bridge run`: SIGTERM/SIGINT stop the loop gracefully."""
+    """`bridge run`: SIGTERM/SIGINT stop the loop gracefully. With `ha.enabled` it first
+    stands by until it holds the slot's lease, and releases it only after the pipeline
+    closed (a graceful stop hands over at the position it confirmed)."""
     metrics = Metrics()
     stopper = _Stopper()
     signal.signal(signal.SIGTERM, stopper)
     signal.signal(signal.SIGINT, stopper)
-    with operations(cfg, metrics):
-        pipeline = build_pipeline(cfg, metrics)
+    with operations(cfg, metrics), ExitStack() as held:
+        lease = None
+        if cfg.ha.enabled:
+            lease = stand_by(cfg, metrics, lambda: stopper.requested)
+            if lease is None:
+                log.info("stopped while standing by")
+                return
+            held.callback(lease.close)
+        pipeline = build_pipeline(cfg, metrics, lease)
+        if lease is not None:
+            metrics.tick()  # built: from here a loop that stops moving lets the lease lapse
+            lease.watch(lambda: not metrics.stalled())
         stopper.attach(pipeline)
         pipeline.run()
 

@@ -698,6 +698,23 @@ class HttpConfig(_Section):
     port: int = Field(9187, ge=0, le=65535, description="0 disables the endpoint")
 
 
+class HaConfig(_Section):
+    """An active/standby pair on one slot (docs/operations/high-availability.md)."""
+
+    enabled: bool = Field(
+        False,
+        description="stand by until this bridge holds the slot's lease (an advisory lock in "
+        "the source database), then take over; two bridges with the same slot form a pair",
+    )
+    lease_timeout_s: float = Field(
+        5.0,
+        ge=1,
+        le=300,
+        description="PostgreSQL ends the lease of an active bridge silent this long (frozen, "
+        "hung, cut off), and the standby takes over",
+    )
+
+
 class LogConfig(_Section):
     """The bridge's log on stderr (docs: operations/logs)."""
 
@@ -727,6 +744,7 @@ class Config(BaseSettings):
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
+    ha: HaConfig = Field(default_factory=HaConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     @model_validator(mode="after")
@@ -735,6 +753,16 @@ class Config(BaseSettings):
             raise ValueError(
                 "source.on_slot_lost: resnapshot re-reads the tables, which snapshot.mode "
                 "no_data never does; choose initial, when_needed or always"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _standby_needs_fencing(self) -> Config:
+        if self.ha.enabled and not self.kafka.exactly_once:
+            raise ValueError(
+                "ha.enabled needs kafka.exactly_once: true: the transactional id is what keeps "
+                "a paused old active from writing after the standby took over "
+                "(docs/operations/high-availability.md)"
             )
         return self
 
@@ -816,7 +844,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: top-level key {odd[0]!r} is not a section name",
             hint="use the section names source, kafka, registry, avro, pipeline, http, "
-            "filters, snapshot, outbox and log",
+            "filters, snapshot, outbox, ha and log",
         )
     return data
 

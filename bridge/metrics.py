@@ -140,6 +140,8 @@ class Metrics:
         self.slot_lag_bytes: int | None = None  # set by the monitor thread
         self.slot_losses = 0  # slots found lost and replaced by a new one (bridge/slotstate.py)
         self.slot_gap_bytes = 0  # WAL bytes of changes the lost slots never delivered
+        self.role: str | None = None  # ha.enabled: "standby" until the lease, then "active"
+        self.takeovers = 0  # leases this process took (bridge/standby.py)
         self.tracker: Tracked | None = None
         self.producer: Blocking | None = None
         self.snapshot: SnapshotSource | None = None
@@ -267,15 +269,29 @@ class Metrics:
             sum(t.rows_done for t in snapshot),
         )
 
+    def stalled(self) -> bool:
+        """The loop neither ticked nor moved for `liveness_timeout_s`: an active bridge
+        then stops renewing its lease (bridge/standby.py), so the standby takes over."""
+        return not self.alive()[0]
+
     def ready(self) -> tuple[bool, str]:
-        """Readiness: streaming from PostgreSQL, Kafka and the registry reachable, no failure."""
+        """Readiness: streaming from PostgreSQL, Kafka and the registry reachable, no failure.
+
+        A standby (ha.enabled) is ready while it could take over: PostgreSQL (its lease
+        connection), Kafka and the registry reachable; the answer starts with its role."""
         problems = [f"{dep} not connected" for dep, up in self.connected.items() if not up]
+        if self.role == "standby":
+            alive, why = self.alive()
+            if not alive:
+                problems.append(why)
+            return not problems, "standby: " + ("; ".join(problems) or "ok, waiting for the lease")
         if self.tracker is not None and self.tracker.failed:
             problems.append("a Kafka delivery failed")
         alive, why = self.alive()
         if not alive:
             problems.append(why)
-        return not problems, "; ".join(problems) or "ok"
+        detail = "; ".join(problems) or "ok"
+        return not problems, detail if self.role is None else f"{self.role}: {detail}"
 
 
 class BridgeCollector:
@@ -308,6 +324,9 @@ class BridgeCollector:
         ):
             if value is not None:
                 f[key].add_metric([], value)
+        if m.role is not None:
+            f["active"].add_metric([], 1 if m.role == "active" else 0)
+            f["takeovers"].add_metric([], m.takeovers)
         f["slot_losses"].add_metric([], m.slot_losses)
         f["slot_gap"].add_metric([], m.slot_gap_bytes)
         if m.tracker is not None:
@@ -346,6 +365,14 @@ class BridgeCollector:
                 "bridge_slot_lag_bytes",
                 "WAL bytes between the server's current position and the slot's "
                 "confirmed_flush_lsn (the WAL the slot retains).",
+            ),
+            "active": g(
+                "bridge_active",
+                "ha.enabled: 1 while this bridge holds the slot's lease and streams, 0 while it "
+                "stands by.",
+            ),
+            "takeovers": c(
+                "bridge_takeovers_total", "ha.enabled: leases of the slot this process took."
             ),
             "slot_losses": c(
                 "bridge_slot_lost_total",

@@ -67,6 +67,7 @@ _MODULES = {
             # kafka, as it also reads and drops the slot on the replication connection
             "slotstate",
             "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
+            "standby",  # ha.enabled: the slot's lease, standing by, taking over
             "cli",
             "debezium_import",  # bridge import-debezium: connector properties -> Config
             "demo",

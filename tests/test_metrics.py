@@ -144,6 +144,7 @@ def test_metric_types_follow_prometheus_conventions() -> None:
         "bridge_backpressure_waits",
         "bridge_slot_lost",
         "bridge_slot_lost_gap_bytes",
+        "bridge_takeovers",
     }
     for name, kind in bridge.items():
         assert (kind == "counter") == (name in counters), name

@@ -116,6 +116,16 @@ class BridgeProcess:
         assert self._proc is not None
         self._proc.send_signal(signal.SIGTERM)
 
+    def freeze(self) -> None:
+        """SIGSTOP: every thread stops where it is, sockets stay open (a long GC pause)."""
+        assert self._proc is not None and self.alive()
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after `freeze`: the process resumes where it stopped."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
+
     def wait(self, timeout: float) -> int | None:
         """Exit code, or None if still running after `timeout` seconds."""
         assert self._proc is not None

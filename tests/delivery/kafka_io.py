@@ -52,9 +52,19 @@ def create_topics(bootstrap: str, topics: Iterable[str], partitions: int = 3) ->
 
 
 class TopicReader:
-    """Every record of `topics` from the beginning, decoded, in arrival order per partition."""
+    """Every record of `topics` from the beginning, decoded, in arrival order per partition.
 
-    def __init__(self, bootstrap: str, registry_url: str, topics: Sequence[str]) -> None:
+    `isolation` is the consumer's isolation.level: read_committed (librdkafka's default)
+    hides aborted exactly-once transactions; read_uncommitted sees every record as it is
+    appended."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        registry_url: str,
+        topics: Sequence[str],
+        isolation: str = "read_committed",
+    ) -> None:
         self.records: list[Rec] = []
         self._decode = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
         self._consumer = Consumer(
@@ -64,6 +74,7 @@ class TopicReader:
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 50,
                 "log.connection.close": False,
+                "isolation.level": isolation,
             }
         )
         self._partitions = [
