@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from .chart import FULLNAME, NAMESPACE, VALUES_DIR, Helm, Rendered
+from .chart import FULLNAME, NAMESPACE, VALUES_DIR, Helm, Rendered, load_yaml
 
 PASSWORDS = {
     "postgresPassword": "pg-Secret-4711",
@@ -32,11 +32,45 @@ def _volumes(rendered: Rendered) -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in rendered.pod["volumes"]}
 
 
+PAIR = VALUES_DIR / "standby-pair.yaml"
+
+
 def test_single_replica_recreate(helm: Helm) -> None:
-    for rendered in (helm.template(), *(helm.template(None, p) for p in VALUES_DIR.glob("*.yaml"))):
+    singles = [p for p in VALUES_DIR.glob("*.yaml") if p != PAIR]
+    for rendered in (helm.template(), *(helm.template(None, p) for p in singles)):
         spec = rendered.deployment["spec"]
         assert spec["replicas"] == 1
         assert spec["strategy"] == {"type": "Recreate"}
+        assert "podAntiAffinity" not in rendered.pod.get("affinity", {})
+        assert "ha" not in load_yaml(rendered.one("ConfigMap")["data"]["config.yaml"])
+
+
+def test_standby_pair(helm: Helm) -> None:
+    """replicaCount 2: two pods rolled one at a time with a ready standby always there, a PDB
+    that lets a drain evict one of them, the pods apart, and a config that stands by."""
+    rendered = helm.template(None, PAIR)
+    spec = rendered.deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    pdb = rendered.one("PodDisruptionBudget")["spec"]
+    assert pdb["minAvailable"] == 1 and "maxUnavailable" not in pdb
+    (term,) = rendered.pod["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    selector = term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert selector == rendered.deployment["spec"]["selector"]["matchLabels"]
+    config = load_yaml(rendered.one("ConfigMap")["data"]["config.yaml"])
+    assert config["ha"] == {"enabled": True, "lease_timeout_s": 10}
+    assert config["kafka"]["exactly_once"] is True
+    assert config["kafka"]["bootstrap_servers"] == "kafka:9092"  # the rest as given
+    # a PDB can still be turned off, and an affinity of one's own replaces the default
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
+    mine = helm.template({"podDisruptionBudget": {"enabled": False}, "affinity": own}, PAIR)
+    assert mine.all("PodDisruptionBudget") == [] and mine.pod["affinity"] == own
 
 
 def test_checksum_annotation_follows_config(helm: Helm) -> None:

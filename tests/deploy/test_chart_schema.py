@@ -34,7 +34,8 @@ def test_values_files_render(helm: Helm) -> None:
 REJECTED: dict[str, dict[str, Any]] = {
     "unknown-top-level-key": {"fooBar": 1},
     "replicas": {"replicas": 2},
-    "replicaCount": {"replicaCount": 2},
+    "replicaCount-3": {"replicaCount": 3},  # a slot has one active bridge and one standby
+    "replicaCount-0": {"replicaCount": 0},
     "unknown-config-section": {"config": {"sink": {"url": "x"}}},
     "unknown-config-field": {"config": {"source": {"hostname": "db"}}},
     "postgres-password-in-configmap": {"config": {"source": {"password": "pw"}}},
@@ -97,6 +98,14 @@ TEMPLATE_REJECTED: dict[str, tuple[dict[str, Any], str]] = {
     "spill-dir-relative": (
         {"config": {"pipeline": {"spill_dir": "spill"}}},
         "config.pipeline.spill_dir",
+    ),
+    "pair-at-least-once": (
+        {"replicaCount": 2, "config": {"kafka": {"exactly_once": False}}},
+        "replicaCount 2 needs config.kafka.exactly_once",
+    ),
+    "pair-without-ha": (
+        {"replicaCount": 2, "config": {"ha": {"enabled": False}}},
+        "leave config.ha.enabled unset or true",
     ),
     "spill-dir-in-config-mount": (
         {"config": {"pipeline": {"spill_dir": "/etc/bridge/spill"}}},

@@ -127,8 +127,14 @@ the value holding the password, the existingSecretKeys entry naming its key.
 {{- fail (printf "config.pipeline.spill_dir (%s) must be an absolute path other than /tmp and outside /etc/bridge (an emptyDir is mounted there)" $spill) }}
 {{- end }}
 {{- $pdb := .Values.podDisruptionBudget }}
-{{- if and $pdb.enabled (include "pg-kafka-bridge.pdbMinAvailable" .) (include "pg-kafka-bridge.pdbMaxUnavailable" .) }}
+{{- if and (include "pg-kafka-bridge.pdbEnabled" .) (include "pg-kafka-bridge.pdbMinAvailable" .) (include "pg-kafka-bridge.pdbMaxUnavailable" .) }}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}
+{{- end }}
+{{- if and (include "pg-kafka-bridge.pair" .) (eq (toString (dig "kafka" "exactly_once" true .Values.config)) "false") }}
+{{- fail "replicaCount 2 needs config.kafka.exactly_once (the transactional id fences a paused old active; docs/operations/high-availability.md): leave it unset or true" }}
+{{- end }}
+{{- if and (include "pg-kafka-bridge.pair" .) (eq (toString (dig "ha" "enabled" true .Values.config)) "false") }}
+{{- fail "replicaCount 2 is an active bridge and a standby: leave config.ha.enabled unset or true" }}
 {{- end }}
 {{- if and .Values.prometheusRule.enabled (not (and .Values.verify.enabled .Values.verify.pushGateway)) }}
 {{- fail "prometheusRule alerts on verify's pushed metrics: enable verify and set verify.pushGateway" }}
@@ -144,4 +150,25 @@ the value holding the password, the existingSecretKeys entry naming its key.
 {{- define "pg-kafka-bridge.pdbMaxUnavailable" -}}
 {{- $v := get .Values.podDisruptionBudget "maxUnavailable" }}
 {{- if not (kindIs "invalid" $v) }}{{ $v }}{{ end }}
+{{- end }}
+
+{{/* Non-empty for an active/standby pair (replicaCount 2). */}}
+{{- define "pg-kafka-bridge.pair" -}}
+{{- if eq (int .Values.replicaCount) 2 }}true{{ end }}
+{{- end }}
+
+{{/* Non-empty when the PDB is rendered: explicitly enabled, or by default for a pair. */}}
+{{- define "pg-kafka-bridge.pdbEnabled" -}}
+{{- $on := .Values.podDisruptionBudget.enabled }}
+{{- if kindIs "invalid" $on }}{{ include "pg-kafka-bridge.pair" . }}{{ else if $on }}true{{ end }}
+{{- end }}
+
+{{/* The bridge's configuration: `config`, plus what a pair needs (ha, exactly-once). */}}
+{{- define "pg-kafka-bridge.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- if include "pg-kafka-bridge.pair" . }}
+{{- $_ := set $config "ha" (merge (dict "enabled" true) (get $config "ha" | default dict)) }}
+{{- $_ := set $config "kafka" (merge (dict "exactly_once" true) (get $config "kafka" | default dict)) }}
+{{- end }}
+{{- toYaml $config }}
 {{- end }}
