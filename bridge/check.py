@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -11,6 +13,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from psycopg import sql
 
+from bridge import log
 from bridge.config import Config
 from bridge.errors import BridgeError
 from bridge.kafka.producer import kafka_client_config
@@ -117,7 +120,12 @@ def _slot(rc: libpq.ReplicationConnection, cfg: Config) -> str:
 
 
 def _kafka(cfg: Config) -> str:
-    admin = AdminClient(kafka_client_config(cfg.kafka))
+    """One metadata request. librdkafka retries a refused connection many times a second
+    meanwhile: its lines are held and logged once each, with their count, before this
+    check's result; then the client is destroyed, so nothing of it follows the report."""
+    client_log = log.ClientLog(logging.getLogger("bridge.kafka"), hold=True)
+    conf: dict[str, Any] = {**kafka_client_config(cfg.kafka), "logger": client_log}
+    admin = AdminClient(conf)
     try:
         meta = admin.list_topics(timeout=cfg.kafka.request_timeout_s)
     except KafkaException as exc:
@@ -131,12 +139,21 @@ def _kafka(cfg: Config) -> str:
             hint="check kafka.bootstrap_servers, that the brokers run, and the kafka "
             "security settings",
         ) from None
+    finally:
+        with contextlib.suppress(KafkaException):
+            admin.poll(0)  # serve the log lines queued during the request
+        del admin  # the last reference: librdkafka's threads stop here
+        client_log.close()
     brokers = len(meta.brokers)
     return f"{cfg.kafka.bootstrap_servers}: {brokers} broker(s), cluster {meta.cluster_id}"
 
 
 def _registry(cfg: Config) -> str:
-    client = SchemaRegistryClient(cfg.registry.client_config())
+    with SchemaRegistryClient(cfg.registry.client_config()) as client:
+        return _subjects(cfg, client)
+
+
+def _subjects(cfg: Config, client: SchemaRegistryClient) -> str:
     try:
         subjects = client.get_subjects()
     except SchemaRegistryError as exc:

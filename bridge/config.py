@@ -34,7 +34,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from bridge import hosts
+from bridge import hosts, log
 from bridge.errors import ConfigError
 
 _SECRET_WORDS = ("password", "secret", "token")
@@ -319,8 +319,9 @@ class KafkaConfig(_Section):
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
             "socket.timeout.ms": int(self.request_timeout_s * 1000),
-            # librdkafka's own log lines go through Python logging (and its secret mask).
-            "logger": logging.getLogger("bridge.kafka"),
+            # librdkafka's own log lines go through Python logging (and its secret mask),
+            # each distinct problem once with a count of its repeats (bridge.log.ClientLog).
+            "logger": log.ClientLog(logging.getLogger("bridge.kafka")),
         }
         if self.sasl_mechanism:
             conf["sasl.mechanism"] = self.sasl_mechanism
