@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import logging
 import re
 import tempfile
 import threading
@@ -44,6 +45,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from psycopg import sql
 
+from bridge import log
 from bridge.build import build_pipeline
 from bridge.check import run_checks
 from bridge.config import Config
@@ -183,8 +185,23 @@ def consume(cfg: Config, topic: str, count: int, timeout: float = 60.0) -> list[
     return out
 
 
+# Spark's WARNs about a micro-batch falling behind, a cancelled job group or a locally
+# checkpointed RDD are a small machine's normal, not news for the demo's reader.
+SPARK_LOG_LEVEL = "ERROR"
+
+
+def quiet_logs() -> None:
+    """Only what the reader must see between the demo's lines: warnings and errors of the
+    bridge, errors of the Kafka client (a broker just started answers "coordinator load in
+    progress: retrying" for a while; a lasting failure stops the demo with its cause).
+    Spark's JVM logs errors only (`SPARK_LOG_LEVEL`)."""
+    log.setup("WARNING", "text")
+    logging.getLogger("bridge.kafka").setLevel(logging.ERROR)
+
+
 def run_demo(*, keep: bool = False) -> None:
     stack_module = _load_stack()
+    quiet_logs()
     print("starting the local stack (PostgreSQL 15, Kafka, schema registry)...", flush=True)
     stack = stack_module.Stack()
     stack.start()
@@ -193,7 +210,7 @@ def run_demo(*, keep: bool = False) -> None:
         from bridge.spark import spark_session  # noqa: PLC0415
 
         print("starting Spark (local[2], Kafka source, Avro and Delta jars)...", flush=True)
-        spark = spark_session("bridge-demo")
+        spark = spark_session("bridge-demo", extra_conf={"spark.log.level": SPARK_LOG_LEVEL})
         try:
             with tempfile.TemporaryDirectory(prefix="bridge-demo-lake-") as lake:
                 shop_demo(stack, spark, lake)
