@@ -8,6 +8,8 @@ docs/hooks/reference.py from the code during that build.
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +41,8 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
+        # Material's notice about its end of life, printed on every build, is no build problem
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -52,3 +56,12 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     commands = (site / "reference/cli/index.html").read_text()
     for command in ("check", "run", "verify", "import-debezium", "external-load", "demo"):
         assert f"bridge {command}" in commands
+
+
+def test_readme_links_reach_files_of_the_repository() -> None:
+    """README is read on its own (the front door): every relative link must lead somewhere."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    assert links, "README links into the documentation"
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert missing == [], f"README links to files that do not exist: {missing}"
