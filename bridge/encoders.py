@@ -25,17 +25,16 @@ from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
 from bridge.kafka.registry import Registry, subject_name
 from bridge.kafka.topics import topic_creator
-from bridge.schema.catalog import PgCatalog, TypeCatalog
+from bridge.schema.catalog import PgCatalog, TypeCatalog, row_identity
 from bridge.schema.pgtypes import CodecOptions
 from bridge.schema.table import ColumnDetails, TableCodec, TableDetails
 
 # attmissingval is a one-element anyarray: its text read back as text[] gives the element's
 # text (the type's output form, which the text decoders read).
 _DETAILS_SQL: Final = """
-SELECT a.attname, a.attndims, array_position(i.indkey::int2[], a.attnum),
+SELECT a.attname, a.attndims,
        CASE WHEN a.atthasmissing THEN (a.attmissingval::text::text[])[1] END
 FROM pg_attribute a
-LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 """
 
@@ -47,14 +46,12 @@ def codec_options(cfg: Config) -> CodecOptions:
 
 
 def load_table_details(conn: Any, relid: int) -> TableDetails:
-    """Primary key, array dimensions and missing values, which the Relation message does
-    not carry."""
+    """The record key's columns (`RowIdentity.record_key`: the Relation message flags them
+    but in column order, and flags every column under REPLICA IDENTITY FULL), array
+    dimensions and missing values, which the Relation message does not carry."""
     rows = conn.execute(_DETAILS_SQL, (relid,)).fetchall()
-    columns = {name: ColumnDetails(max(ndims or 1, 1), missing) for name, ndims, _, missing in rows}
-    # indkey is an int2vector: 0-based, so the first key column is at position 0
-    in_key = sorted((r for r in rows if r[2] is not None), key=lambda r: r[2])
-    pk = tuple(r[0] for r in in_key)
-    return TableDetails(pk, columns)
+    columns = {name: ColumnDetails(max(ndims or 1, 1), missing) for name, ndims, missing in rows}
+    return TableDetails(row_identity(conn, relid).record_key, columns)
 
 
 class EncoderCache:

@@ -49,6 +49,9 @@ from stack_module import load_stack_module
 if TYPE_CHECKING:
     from snapshot.helpers import TopicReader
 
+# `servers`, `server_db`, `server_conn`: a test run on PostgreSQL 15 and on 18 (tests/servers.py)
+pytest_plugins = ("servers",)
+
 STACK_FIXTURES = {
     "stack",
     "kafka_bootstrap",

@@ -19,21 +19,14 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from running import running
 from schema.live import Decoders, bridge_config, read_topic, unique
 
-from bridge.decode.messages import Column, Relation
+from bridge.decode.messages import Relation
 from bridge.encode.records import ChangeEncoder
 from bridge.encoders import EncoderCache, load_table_details
 from bridge.errors import IncompatibleSchemaError
 from bridge.kafka.registry import Registry
 from bridge.schema.catalog import PgCatalog
 from bridge.schema.pgtypes import CodecOptions
-
-_COLUMNS = """
-SELECT a.attname, a.atttypid, a.atttypmod,
-       COALESCE(a.attnum = ANY(i.indkey::int2[]), false), c.relreplident::text
-FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
-WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
-"""
+from bridge.snapshot.catalog import describe_table
 
 # (table, ALTER, subject refused or None, what the error names). A numeric scale change is
 # refused by the bridge itself: the registry (Avro's compatibility rules ignore logical types)
@@ -73,9 +66,8 @@ CASES = [
 
 
 def _relation(conn: psycopg.Connection[Any], oid: int) -> Relation:
-    rows = conn.execute(_COLUMNS, ("t",)).fetchall()
-    columns = tuple(Column(int(key), name, typ, mod) for name, typ, mod, key, _ in rows)
-    return Relation(None, oid, "public", "t", rows[0][4], columns)
+    """The table as pgoutput's Relation message describes it."""
+    return describe_table(conn, oid).relation
 
 
 def _cache(conn: psycopg.Connection[Any], registry: Registry, topic: str) -> EncoderCache:

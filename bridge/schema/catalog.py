@@ -143,6 +143,91 @@ def load_types(conn: Any, oids: Iterable[int]) -> dict[int, PgType]:
     return found
 
 
+# Key columns as PostgreSQL defines them. pg_index.indkey lists an index's INCLUDE columns
+# after its key columns; only the first indnkeyatts entries are the key (what pgoutput and
+# pglogical_output flag as key columns and what a delete's old row carries: relcache.c's
+# RelationGetIdentityKeyBitmap leaves INCLUDE columns out). Only a primary key and the
+# index chosen by REPLICA IDENTITY USING INDEX matter: PostgreSQL refuses an expression,
+# partial or deferrable index as replica identity, so no other unique index identifies a
+# row in logical replication.
+_ROW_IDENTITY = """
+SELECT c.relreplident::text, k.indisprimary, k.indisreplident, k.attname, k.attnum
+FROM pg_catalog.pg_class c
+LEFT JOIN LATERAL (
+    SELECT i.indisprimary, i.indisreplident, a.attname, a.attnum, k.n
+    FROM pg_catalog.pg_index i
+    CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+    JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+    WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)
+      AND k.n <= i.indnkeyatts
+) k ON true
+WHERE c.oid = %s
+ORDER BY k.indisprimary DESC, k.n
+"""
+
+
+class RowIdentity(NamedTuple):
+    """How PostgreSQL identifies a table's rows in logical replication: the one reading of
+    key columns that the stream's encoders, the snapshot's Relation and chunk key, and
+    everything else that needs a table's key share (`row_identity`).
+
+    `replident` is pg_class.relreplident: d(efault: the primary key), i(ndex), f(ull),
+    n(othing). `primary_key` and `identity_index` are key columns in index order, never an
+    INCLUDE column; `identity_index` is the REPLICA IDENTITY USING INDEX index's (empty
+    unless replident is "i" and the index exists)."""
+
+    replident: str
+    primary_key: tuple[str, ...]
+    identity_index: tuple[str, ...]
+    identity_attnums: tuple[int, ...]  # of identity_index, same order
+
+    def is_identity(self, column: str) -> bool:
+        """Whether the output plugin flags `column` as part of the key (Relation message)."""
+        if self.replident == "f":
+            return True
+        if self.replident == "i":
+            return column in self.identity_index
+        return self.replident == "d" and column in self.primary_key
+
+    @property
+    def record_key(self) -> tuple[str, ...]:
+        """The Kafka record key's columns in field order: the replica identity index's under
+        REPLICA IDENTITY USING INDEX (in table column order, the order the plugin's key flags
+        give, as the bridge has always written them), else the primary key's in index order
+        (as Debezium does). Under USING INDEX the identity wins over a primary key: a delete's
+        old row and an update's old key carry only the identity's columns."""
+        if self.replident == "i" and self.identity_index:
+            ordered = sorted(zip(self.identity_attnums, self.identity_index, strict=True))
+            return tuple(name for _, name in ordered)
+        return self.primary_key
+
+    @property
+    def unique_key(self) -> tuple[str, ...]:
+        """Columns that are unique and never NULL, in index order (a snapshot's chunk key):
+        the primary key, else the replica identity index."""
+        if self.primary_key:
+            return self.primary_key
+        return self.identity_index if self.replident == "i" else ()
+
+
+def row_identity(conn: Any, relid: int) -> RowIdentity:
+    """The table's `RowIdentity`; raises SchemaError when `relid` is no table."""
+    rows = conn.execute(_ROW_IDENTITY, (relid,)).fetchall()
+    if not rows:
+        raise SchemaError(
+            f"table with OID {relid} not found in pg_class",
+            hint="the table was dropped meanwhile; restart the bridge to read the catalog again",
+        )
+    primary = tuple(name for _, is_primary, _, name, _ in rows if is_primary)
+    index = [(name, attnum) for _, _, is_replident, name, attnum in rows if is_replident]
+    return RowIdentity(
+        rows[0][0],
+        primary,
+        tuple(name for name, _ in index),
+        tuple(int(attnum) for _, attnum in index),
+    )
+
+
 class PgCatalog:
     """TypeCatalog over a live connection, with built-ins and a per-OID cache."""
 

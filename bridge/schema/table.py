@@ -57,7 +57,10 @@ class ColumnDetails(NamedTuple):
 class TableDetails(NamedTuple):
     """Catalog facts for one table, read when its Relation message arrives."""
 
-    primary_key: tuple[str, ...]  # empty: fall back to the replica identity flags
+    # the record key's columns (bridge.schema.catalog.RowIdentity.record_key: the primary
+    # key, or the REPLICA IDENTITY USING INDEX index; never an INCLUDE column); empty: fall
+    # back to the replica identity flags
+    primary_key: tuple[str, ...]
     columns: dict[str, ColumnDetails]
 
 
@@ -311,7 +314,8 @@ class TableCodec:
 
     @staticmethod
     def _key_columns(relation: Relation, details: TableDetails) -> tuple[int, ...]:
-        """Primary key columns (as Debezium keys), else the replica identity index."""
+        """The catalog's record key (`TableDetails.primary_key`), else the columns the
+        Relation message flags as the replica identity."""
         names = [c.name for c in relation.columns]
         if details.primary_key and all(k in names for k in details.primary_key):
             return tuple(names.index(k) for k in details.primary_key)

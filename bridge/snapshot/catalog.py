@@ -2,12 +2,14 @@
 
 No Relation message has arrived when a snapshot starts, so the `Relation` is built
 here from pg_attribute with exactly the columns, type OIDs, typmods and key flags
-the output plugin sends: columns outside a publication's column list (or a
+the output plugin sends: key flags from `bridge.schema.catalog.row_identity` (the stream's
+encoders read keys there too), columns outside a publication's column list (or a
 replication set's att_list) are left out, and so are generated columns for
 pgoutput before PostgreSQL 18 (pglogical_output sends them; from 18 on the publication
 says which stored generated columns pgoutput sends, and virtual ones never are). The
-chunk key is the primary key, else the replica identity index; without either a table is
-read by ctid ranges (or, for a partitioned root, in one piece).
+chunk key is the primary key, else the replica identity index (key columns only, never an
+INCLUDE column, which may be NULL); without either a table is read by ctid ranges (or, for
+a partitioned root, in one piece).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from psycopg import sql
 from bridge.config import SourceConfig
 from bridge.decode.messages import Column, Relation
 from bridge.errors import SourceError
+from bridge.schema.catalog import row_identity
 
 METHOD_KEY, METHOD_CTID, METHOD_WHOLE = "key", "ctid", "whole"
 
@@ -51,12 +54,8 @@ WHERE c.oid = %s
 """
 _COLUMNS = """
 SELECT a.attname, a.atttypid, a.atttypmod, pg_catalog.format_type(a.atttypid, NULL),
-       array_position(pk.indkey::int2[], a.attnum),
-       array_position(ri.indkey::int2[], a.attnum),
        a.attgenerated <> ''
 FROM pg_catalog.pg_attribute a
-LEFT JOIN pg_catalog.pg_index pk ON pk.indrelid = a.attrelid AND pk.indisprimary
-LEFT JOIN pg_catalog.pg_index ri ON ri.indrelid = a.attrelid AND ri.indisreplident
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
@@ -186,13 +185,15 @@ def describe_table(
         )
     namespace, name, replident, relkind, reltuples, relpages = row
     attrs = conn.execute(_COLUMNS, (oid,)).fetchall()
-    sent = [a for a in attrs if (generated or not a[6]) and (columns is None or a[0] in columns)]
+    identity = row_identity(conn, oid)
+    sent = [a for a in attrs if (generated or not a[4]) and (columns is None or a[0] in columns)]
     cols = tuple(
-        Column(1 if _is_identity(replident, pk_pos, ri_pos) else 0, attname, typid, typmod)
-        for attname, typid, typmod, _, pk_pos, ri_pos, _ in sent
+        Column(1 if identity.is_identity(attname) else 0, attname, typid, typmod)
+        for attname, typid, typmod, _, _ in sent
     )
     relation = Relation(None, oid, namespace, name, replident, cols)
-    key = _chunk_key(attrs, replident)
+    types = {a[0]: a[3] for a in attrs}
+    key = tuple(KeyColumn(column, types[column]) for column in identity.unique_key)
     if key:
         method = METHOD_KEY
     elif relkind == "p":
@@ -202,22 +203,3 @@ def describe_table(
     return SnapshotTable(
         relation, key, method, row_filter, max(int(reltuples), 0), max(int(relpages), 0)
     )
-
-
-def _is_identity(replident: str, pk_pos: int | None, ri_pos: int | None) -> bool:
-    if replident == "f":
-        return True
-    if replident == "i":
-        return ri_pos is not None
-    return replident == "d" and pk_pos is not None
-
-
-def _chunk_key(attrs: list[tuple[Any, ...]], replident: str) -> tuple[KeyColumn, ...]:
-    """Primary key columns in index order, else those of the replica identity index."""
-    for position in (4, 5):
-        if position == 5 and replident != "i":
-            break
-        members = sorted((a for a in attrs if a[position] is not None), key=lambda a: a[position])
-        if members:
-            return tuple(KeyColumn(a[0], a[3]) for a in members)
-    return ()
