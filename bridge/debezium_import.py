@@ -1,6 +1,6 @@
 """`bridge import-debezium`: a Debezium PostgreSQL connector configuration → our YAML.
 
-For users moving a running connector over (README, "Coming from Debezium"): every property
+For users moving a running connector over (docs/debezium.md): every property
 is either mapped to a setting of `bridge.config`, or listed with what to do instead. The
 result is validated by `Config` before it is written, so what this prints always loads.
 

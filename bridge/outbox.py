@@ -1,5 +1,6 @@
 """The outbox event router: Debezium's `io.debezium.transforms.outbox.EventRouter` as a
-stage between the event stream and the producer (`outbox.*`, README "Outbox event router").
+stage between the event stream and the producer (`outbox.*`; docs/concepts/filters-and-routing.md,
+"Outbox event router").
 
 A change of an outbox table (`outbox.tables`) never reaches the table's own topic. The
 pipeline hands it here instead of to the table encoder, and gets back the records to

@@ -9,8 +9,9 @@ row's replica identity key with a plain SELECT on a normal connection, and the c
 encoded as if PostgreSQL had sent them.
 
 The SELECT sees the table as it is when the bridge decodes the change, which may be after
-later transactions committed: the value read can be newer than the event (README, "Unchanged
-TOASTed values"). A row that is gone by then keeps its `unchanged_fields`, as without this.
+later transactions committed: the value read can be newer than the event
+(docs/concepts/records.md, "Unchanged TOASTed values"). A row that is gone by then keeps its
+`unchanged_fields`, as without this.
 """
 
 from __future__ import annotations

@@ -253,7 +253,8 @@ _RESTART_HINT: Final = (
 )
 _FAIL_HINT: Final = (
     "nothing was streamed from a new slot. If a standby was promoted, use a failover slot "
-    "next time (source.failover_slot, PostgreSQL 17+, README: High availability). To go on, "
+    "next time (source.failover_slot, PostgreSQL 17+, docs: operations/high-availability). "
+    "To go on, "
     "either set source.on_slot_lost: resnapshot (a new slot and a snapshot of the captured "
     "tables; rows deleted in the gap stay in Kafka), or, having repaired the gap yourself, "
     "delete key {slot!r} from topic {topic!r} (a tombstone) and start again"

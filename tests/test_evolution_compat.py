@@ -3,8 +3,8 @@ does then: stop with an `IncompatibleSchemaError` naming the column and the sett
 `registry.on_incompatible: new_subject`, register under `<subject>-v2` and go on.
 
 The probe builds each table version's schemas exactly as the bridge does (`EncoderCache` over
-the live catalog) and registers them in the stack's registry (BACKWARD); the README's list of
-incompatible changes is this table.
+the live catalog) and registers them in the stack's registry (BACKWARD); the list of
+incompatible changes in docs/concepts/schema-evolution.md is this table.
 """
 
 from __future__ import annotations

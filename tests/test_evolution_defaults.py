@@ -72,7 +72,8 @@ def test_rows_before_add_column_read_its_default(
         pg_conn.execute(ADD)
         pg_conn.execute("INSERT INTO evo (id, a, w) VALUES (2, 2, 'two')")
         # The bridge reads the missing values from the catalog as it is when it decodes the
-        # ALTER's first row: wait for that, as a rewrite before it would clear them (README).
+        # ALTER's first row: wait for that, as a rewrite before it would clear them
+        # (docs/concepts/schema-evolution.md).
         assert len(read_topic(cfg, topic, 2, alive=bridge.alive)) == 2
         # A volatile default rewrites the table: every row gets its own value, which logical
         # decoding never sends, and the catalog forgets the missing values above.

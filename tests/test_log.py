@@ -90,8 +90,10 @@ def test_a_repeated_client_error_is_one_line_then_a_count(
         ]
         clock.now += 60
         client_log.log(*refused(7))
-        assert caplog.records[-1].getMessage().endswith(
-            "Connection refused (200 more time(s) in 70 s)"
+        assert (
+            caplog.records[-1]
+            .getMessage()
+            .endswith("Connection refused (200 more time(s) in 70 s)")
         )
         assert caplog.records[-1].levelno == logging.ERROR
         client_log.log(*refused(1))

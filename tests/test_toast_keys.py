@@ -177,9 +177,10 @@ def race(stack: Any) -> Iterator[tuple[list[tuple[Any, Any]], dict[int, tuple[in
 def test_reselect_reads_the_table_as_it_is_now(
     race: tuple[list[tuple[Any, Any]], dict[int, tuple[int, str]]],
 ) -> None:
-    """README's race: the create of key 2 shows the body a later transaction wrote (the
-    update right after it in key 2's order brings the same value, so the final state is
-    right); key 6's row was gone when its change was decoded: it keeps unchanged_fields."""
+    """The documented race (docs/concepts/records.md): the create of key 2 shows the body a
+    later transaction wrote (the update right after it in key 2's order brings the same value,
+    so the final state is right); key 6's row was gone when its change was decoded: it keeps
+    unchanged_fields."""
     records, rows = race
     creates = {key["id"]: value for key, value in records if value and value["op"] == "c"}
     assert creates[2]["after"]["body"] == BODY_B and creates[2]["unchanged_fields"] is None

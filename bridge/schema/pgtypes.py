@@ -206,7 +206,7 @@ class Wire(enum.Enum):
 
 @dataclass(frozen=True)
 class CodecOptions:
-    """How values become Avro (config `avro.*`; README "Type mapping" says why each default)."""
+    """How values become Avro (config `avro.*`; docs/concepts/types.md says why each default)."""
 
     timestamptz_mode: str = "micros"
     numeric_mode: str = "string"

@@ -3,7 +3,7 @@
 Built once per relation version (every Relation message); `bridge.encode.plan` compiles
 the one encoder of that version from it.
 
-Naming rule (deterministic, documented in the README): every character outside
+Naming rule (deterministic, documented in docs/concepts/records.md): every character outside
 `[A-Za-z0-9_]` becomes `_`, a leading digit gets a `_` prefix, and a name that
 then collides with an earlier column gets `_2`, `_3`, … in column order. The
 original PostgreSQL name is kept in the field property `pg.name`.
@@ -20,7 +20,7 @@ Record names are Debezium's (`<prefix>.<schema>.<table>.Key`, `.Value`, `.Envelo
 with its `connect.name`; the source block `io.debezium.connector.postgresql.Source` and
 the transaction block `event.block` in schemas/): Avro schema resolution matches records
 by name, so only with the same names does our schema register as the next BACKWARD
-version of a subject Debezium's Avro converter wrote (a take-over, README "Coming from
+version of a subject Debezium's Avro converter wrote (a take-over, docs/debezium.md "Coming from
 Debezium").
 
 Columns matched by `filters.exclude_columns` are absent from the row schema and rows;

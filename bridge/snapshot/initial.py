@@ -127,8 +127,9 @@ class _Reader:
 def table_topic_filter(cfg: Config, progress_schema: str) -> Callable[[catalog.Published], bool]:
     """Whether a published table's rows go to a topic of its own: the filters take it, it
     is not one of the progress store's tables, and it is not an outbox table (its changes
-    become routed events, and its snapshot rows are not routed: README). What the
-    snapshots read and what `bridge verify` compares."""
+    become routed events, and its snapshot rows are not routed:
+    docs/concepts/filters-and-routing.md). What the snapshots read and what `bridge verify`
+    compares."""
     routing = Routing.from_config(cfg)
     return lambda p: (
         routing.matches(p.namespace, p.name)

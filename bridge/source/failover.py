@@ -40,7 +40,7 @@ def prepare(rc: libpq.ReplicationConnection, cfg: Config, version: int) -> None:
         raise SourceError(
             f"source.failover_slot needs PostgreSQL 17 or later (server_version_num {version})",
             hint="upgrade, or set source.failover_slot: false and accept that a failover "
-            "needs a new slot and a snapshot (README, High availability)",
+            "needs a new slot and a snapshot (docs: operations/high-availability)",
         )
     rows = rc.command(
         "SELECT failover, pg_is_in_recovery() FROM pg_replication_slots "

@@ -127,7 +127,8 @@ def test_old_rows_read_the_default_through_schema_resolution() -> None:
     """A row written before the columns existed, read with the newer schema: each defaulted
     field reads as PostgreSQL reads that row. fastavro hands a default over in Avro's JSON
     form without converting it (fastavro issues #869, #814): bytes as a str of code points,
-    logical types as their underlying number or bytes (README: one line converts them)."""
+    logical types as their underlying number or bytes (docs/concepts/schema-evolution.md: one
+    line converts them)."""
     old = Relation(None, 7, "public", "evo", "d", (Column(0, "id", 23, -1),))
     old_table = TableCodec(old, StaticCatalog(), DETAILS, CodecOptions(), "srv")
     _, body = RowPlan(old_table).write(bytes([KIND_TEXT]), (b"1",))

@@ -2,7 +2,7 @@
 
 Used by tests/test_types_e2e.py. Each `Col` lists input literals (ordinary and edge
 values) and says how a psycopg value SELECTed from PostgreSQL maps to the documented
-Avro value (README "Type mapping"): `RAW` gives the value on the wire with the
+Avro value (docs/concepts/types.md): `RAW` gives the value on the wire with the
 temporal logical types as numbers, `PLAIN` what confluent-kafka's AvroDeserializer
 returns.
 """

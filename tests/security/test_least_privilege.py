@@ -36,7 +36,8 @@ def admin(secure_stack: Any, secure_db: str) -> Iterator[psycopg.Connection[Any]
 
 @pytest.fixture
 def role(admin: psycopg.Connection[Any], names: str) -> Iterator[tuple[str, str]]:
-    """The documented set-up (README, "Least-privilege role"), run by an administrator."""
+    """The documented set-up (docs/operations/deploy.md, "Least-privilege role"), run by an
+    administrator."""
     name, password = f"{names}_role", secrets.token_urlsafe(16)
     ident = sql.Identifier(name)
     admin.execute(
