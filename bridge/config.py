@@ -75,7 +75,7 @@ class SourceConfig(_Section):
     port: int = Field(5432, ge=1, le=65535, description="for every host without its own :port")
     target_session_attrs: (
         Literal["any", "read-write", "read-only", "primary", "standby", "prefer-standby"] | None
-    ) = Field(None, description="libpq's; None = primary with several hosts, any with one")
+    ) = Field(None, description="libpq's; null = primary with several hosts, any with one")
     dbname: str = Field("postgres", description="the database whose changes are captured")
     user: str = Field(
         "postgres", description="a role with LOGIN REPLICATION and SELECT on the captured tables"
@@ -119,7 +119,7 @@ class SourceConfig(_Section):
         "(PostgreSQL 18 on; virtual ones are never published)",
     )
     proto_version: int | None = Field(
-        None, ge=1, le=4, description="pgoutput protocol; None = highest the server supports"
+        None, ge=1, le=4, description="pgoutput protocol; null = highest the server supports"
     )
     binary: bool = Field(
         False,
@@ -629,7 +629,7 @@ class SnapshotConfig(_Section):
     signal_table: str | None = Field(
         None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$",
-        description='"schema.table" for execute-snapshot signals; None disables them',
+        description='"schema.table" for execute-snapshot signals; null disables them',
     )
     incremental_chunk_size: int = Field(
         1024, ge=1, description="rows per chunk of an incremental snapshot"
@@ -652,7 +652,7 @@ class SnapshotConfig(_Section):
     notification_topic: str | None = Field(
         None,
         description="a topic for JSON notifications of snapshot progress, initial and "
-        "incremental (Debezium's notification.sink.topic.name); None sends none",
+        "incremental (Debezium's notification.sink.topic.name); null sends none",
     )
     select_overrides: dict[str, str] = Field(
         default_factory=dict,
