@@ -9,6 +9,17 @@ from bridge import log
 Setup = Callable[[str, str, Iterable[str]], log.SecretMask]
 
 
+@pytest.fixture(autouse=True)
+def library_levels() -> Iterator[None]:
+    """`log.setup` sets the levels of chatty libraries' loggers (and the demo the Kafka
+    client's): put them back, as later tests in this process count those libraries' lines."""
+    names = (*log.CHATTY_LIBRARIES, "bridge.kafka")
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
 @pytest.fixture
 def setup(capsys: pytest.CaptureFixture[str]) -> Iterator[Setup]:
     """`log.setup`, undone after the test. It points the root logger at sys.stderr, here
@@ -137,3 +148,28 @@ def test_libraries_that_log_each_request_speak_at_debug_only(
     err = capsys.readouterr().err
     assert ("HTTP Request" in err) is shown
     assert err.count("a real problem") == 3
+
+
+def test_the_demo_shows_the_bridge_s_warnings_not_the_kafka_client_s_retries(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bridge import demo  # noqa: PLC0415 (imports the Kafka and registry clients)
+
+    root, kafka = logging.getLogger(), logging.getLogger("bridge.kafka")
+    handlers, root_level = root.handlers[:], root.level
+    try:
+        demo.quiet_logs()
+        kafka.warning("GETPID [rdkafka#producer-1] Coordinator load in progress: retrying")
+        logging.getLogger("bridge.pipeline").info("streaming slot demo")
+        logging.getLogger("httpx2").info("HTTP Request: GET /subjects")
+        logging.getLogger("bridge.pipeline").warning("a real problem")
+        kafka.error("FAIL [rdkafka#producer-1] Connect failed")
+        lines = capsys.readouterr().err.splitlines()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(root_level)
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "a real problem",
+        "FAIL [rdkafka#producer-1] Connect failed",
+    ]
+    assert demo.SPARK_LOG_LEVEL == "ERROR"
