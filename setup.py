@@ -54,7 +54,8 @@ HOT_PATH = [
     "bridge/encode/records.py",
     # per snapshot row: COPY output -> the encoder above
     "bridge/encode/copyrows.py",
-    # per Kafka record: produce, the delivery callback, the LSN watermark
+    # per Kafka record: the record, produce, the delivery callback, the LSN watermark
+    "bridge/record.py",
     "bridge/kafka/acks.py",
     "bridge/kafka/producer.py",
     # per message and row: the loop that moves events through the above

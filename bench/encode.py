@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
 
     details = TableDetails(("id",), {})
     table = TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b")
-    encoder = ChangeEncoder(table, 1, 2)
+    encoder = ChangeEncoder(table, 1, 2, topic="bench")
     assert table.key_schema is not None
     tx = TxSource(SourceBlock("b", "bench", "bench"), 1234, 0x1_0000_0000, 0)
     rows = text_rows(n)
@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b", defaults=defaults),
         1,
         2,
+        topic="bench",
     )
     changes = [Change("c", RELATION, "", None, row, i, (), 0, None) for i, row in enumerate(rows)]
     parsers = [
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     envelope_schema = parse_schema(table.envelope_schema)
     flat_schema = parse_schema(table.envelope_schema["fields"][0]["type"][1])
     source = {**tx.base, "schema": "public", "table": "bench"}
-    size = sum(len(v or b"") for _, v, _ in encoder.records(changes[0], tx)) if changes else 0
+    size = sum(len(r.value or b"") for r in encoder.records(changes[0], tx)) if changes else 0
 
     def records(using: ChangeEncoder) -> None:
         for change in changes:

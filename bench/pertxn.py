@@ -94,7 +94,10 @@ def main() -> None:
         )
         details = TableDetails(("id",), {})
         encoder = ChangeEncoder(
-            TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b"), 1, 2
+            TableCodec(RELATION, StaticCatalog(), details, DEFAULT_OPTIONS, "b"),
+            1,
+            2,
+            topic="bench",
         )
         block = SourceBlock("bench", "bench", "bench")
         tracker, metrics = AckTracker(0), Metrics()
@@ -109,9 +112,9 @@ def main() -> None:
                     match event:
                         case Change():
                             assert handle is not None and source is not None
-                            for key, value, _ in encoder.records(event, source):
-                                handle.add_record(len(value or b""))
-                                sizes.append(len(key or b""))
+                            for record in encoder.records(event, source):
+                                handle.add_record(len(record.value or b""))
+                                sizes.append(len(record.key or b""))
                         case TxBegin():
                             handle = tracker.open_tx()
                             source = TxSource(block, event.xid, event.commit_lsn, event.commit_ts)

@@ -63,7 +63,7 @@ def main() -> None:
         codec = TableCodec(
             table.relation, StaticCatalog(), TableDetails(("id",), {}), DEFAULT_OPTIONS, "srv"
         )
-        encoder = ChangeEncoder(codec, 1, 2)
+        encoder = ChangeEncoder(codec, 1, 2, topic="bench")
         planned = list(chunks.plan(admin, table, 10_000, None, 0))
         source = reader.snapshot_source("srv", DB, 1, "true")
         job = reader.TableJob(table, TABLE, encoder)

@@ -122,7 +122,12 @@ class EncoderCache:
             key_id = self._registry.register(key_subject, table.key_schema, table=label)
         value_id = self._registry.register(subject, table.envelope_schema, table=label)
         encoder = ChangeEncoder(
-            table, key_id, value_id, toast_mode=self._toast_mode, tombstones=self._tombstones
+            table,
+            key_id,
+            value_id,
+            topic=topic,
+            toast_mode=self._toast_mode,
+            tombstones=self._tombstones,
         )
         return topic, encoder
 

@@ -33,15 +33,15 @@ from typing import Any, Final
 from bridge.config import OutboxConfig, java_regex, java_replacement
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, Relation, TupleData
 from bridge.encode.columns import BAD_INPUT, Converter, codec_of
-from bridge.encode.records import Headers, framed_writer
+from bridge.encode.records import framed_writer
 from bridge.errors import ConfigError, SchemaError, ValueConversionError
 from bridge.events.model import Change
 from bridge.kafka.registry import Registry, subject_name
+from bridge.record import Headers, KafkaRecord
 from bridge.routing import kafka_safe
 from bridge.schema.table import TableCodec
 
 log: Final = logging.getLogger("bridge.outbox")
-Routed = tuple[str, bytes | None, bytes | None, Headers | None]
 
 
 class _Field:
@@ -135,7 +135,7 @@ class OutboxRouter:
     def matches(self, relation: Relation) -> bool:
         return self._cfg.holds(relation.namespace, relation.name)
 
-    def route(self, change: Change) -> list[Routed]:
+    def route(self, change: Change) -> list[KafkaRecord]:
         """The event of an insert or snapshot read; nothing for other operations."""
         relation, row = change.relation, change.new
         if change.op == "u":
@@ -157,7 +157,7 @@ class OutboxRouter:
             if text is not None:
                 headers.append((name, text))
         return [
-            (
+            KafkaRecord(
                 topic,
                 None if key is None else write_key(key),
                 None if empty else write_value(payload),

@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol
 from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
-from bridge.encode.records import Headers, Record, SourceBlock, TxSource, record_size
+from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import BridgeError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
@@ -48,6 +48,7 @@ from bridge.kafka.sidetopics import (
 )
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
+from bridge.record import KafkaRecord
 from bridge.routing import Routing
 from bridge.source.stream import ReplicationStream
 
@@ -61,59 +62,116 @@ _IDLE_WAIT_S: Final = 0.2
 _IN_FLIGHT_WAIT_S: Final = 0.01
 
 
+# The seams below are the pipeline's collaborators, each built and opened by
+# `bridge.build` and handed over ready. Common to all of them: the pipeline calls them
+# from its one thread, in the order of the replication stream (commit order), never
+# concurrently, and a `BridgeError` one raises stops the bridge with nothing acknowledged
+# past the last transaction whose records Kafka confirmed (PostgreSQL resends the rest
+# after a restart: delivery is at least once, or exactly once in exactly-once mode, where
+# the Kafka transaction of a failed run is aborted). Records a collaborator returns are
+# produced in the order of the list, after the records that came before in the stream.
+
+
 class KeyedTable(Protocol):
+    """A table version as its encoder sees it; `key_schema` names the Kafka key's Avro
+    schema (None: records without a key), for dead-letter reports."""
+
     @property
     def key_schema(self) -> Mapping[str, Any] | None: ...
 
 
 class RowEncoder(Protocol):
-    """One table version's encoder: a change → its Kafka records (key, value, headers)."""
+    """One table version's encoder (`bridge.encode.records.ChangeEncoder`).
+
+    `records` is pure (no I/O): a change's records, in the order they must reach Kafka
+    (a delete before its tombstone, a key change's delete before its create), all for the
+    encoder's topic. Raises a `BridgeError` (`SchemaError`, `ValueConversionError`) for a
+    value its schema cannot hold, before returning anything of the change.
+    """
 
     @property
     def table(self) -> KeyedTable: ...
 
-    def records(self, change: Change, tx: TxSource) -> list[Record]: ...
+    def records(self, change: Change, tx: TxSource) -> list[KafkaRecord]: ...
 
 
 class Encoders(Protocol):
+    """Relation versions to their topic and encoder (`bridge.encoders.EncoderCache`)."""
+
     def get(self, relation: Relation) -> tuple[str, RowEncoder]:
-        """Topic and encoder of a relation version (registers its schemas the first time)."""
+        """Topic and encoder of a relation version. The first call for a version does I/O
+        (the catalog, the registry: its schemas are registered then) and may block on it;
+        later calls for the same `Relation` object return the same encoder. Raises a
+        `BridgeError` (an incompatible schema, a registry or catalog failure); nothing of
+        the change is produced then."""
 
 
 class Snapshots(Protocol):
-    def run_initial(self, should_stop: Callable[[], bool]) -> bool: ...
+    """The initial snapshot, before streaming or at an LSN inside it
+    (`bridge.snapshot.manager.SnapshotManager`); it produces through a producer of its
+    own, delivers at least once, and keeps its own progress."""
 
-    def pending_lsn(self) -> int | None: ...
+    def run_initial(self, should_stop: Callable[[], bool]) -> bool:
+        """Before replication starts: read (or resume) the snapshot, blocking until its
+        records are delivered; False when streaming must not start (`initial_only`, or
+        `should_stop()` became true)."""
+
+    def pending_lsn(self) -> int | None:
+        """The LSN L of a snapshot to read in the middle of the stream, if any: the stream
+        delivers and confirms every transaction committed below L first."""
 
     def read_pending(
         self, flushed: int, should_stop: Callable[[], bool], keep_alive: Callable[[], None]
-    ) -> bool: ...
+    ) -> bool:
+        """Read that snapshot (`flushed`: the position PostgreSQL has confirmed), blocking
+        until its records are delivered. Calls `keep_alive` at least every few seconds
+        (the stream's keepalives and status updates) while it reads; False when stopped
+        before the end (the stream must not go on)."""
 
-    def is_private(self, relation: Relation) -> bool: ...
-
-
-Emit = tuple[str, bytes | None, bytes | None]
+    def is_private(self, relation: Relation) -> bool:
+        """The bridge's own progress tables: their changes are never produced. Pure;
+        the pipeline asks once per relation version."""
 
 
 class Incremental(Protocol):
-    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]: ...
+    """Incremental snapshots read while the stream runs (DBLog windows,
+    `bridge.snapshot.incremental.IncrementalSnapshotter`). Its records are produced by the
+    pipeline, so they are delivered and acknowledged with the stream's."""
 
-    def on_acknowledged(self, lsn: int) -> None: ...
+    def on_change(
+        self, change: Change, records: list[KafkaRecord], tx: TxSource
+    ) -> list[KafkaRecord]:
+        """Every streamed change of a non-private table, captured or not, after its own
+        `records` were handed to the producer (empty for a change not produced). Returns
+        records to produce right after them, as records of the same transaction (a closed
+        window's rows). May query PostgreSQL on its own connection (a signal's window
+        opens with a chunk read)."""
 
-    def on_idle(self, position: int, emit: Callable[[list[Emit]], Callable[[], bool]]) -> bool:
-        """The stream is idle at `position`; `emit` sends records between transactions and
-        returns whether Kafka confirmed them. True: ask the server how far the stream is."""
+    def on_acknowledged(self, lsn: int) -> None:
+        """After each flush report: everything at or below `lsn` is delivered (never
+        decreasing), so positions it covers may be stored."""
+
+    def on_idle(
+        self, position: int, emit: Callable[[list[KafkaRecord]], Callable[[], bool]]
+    ) -> bool:
+        """The stream is idle at `position`, between transactions; `emit` sends records
+        between transactions, tracked like a transaction that ends nowhere, and returns a
+        callable that tells whether Kafka confirmed them all. True: ask the server how far
+        the stream is."""
 
 
 class Outbox(Protocol):
     """`outbox.tables`: the changes of an outbox table become routed events
     (`bridge.outbox.OutboxRouter`) instead of records of the table's topic."""
 
-    def matches(self, relation: Relation) -> bool: ...
+    def matches(self, relation: Relation) -> bool:
+        """Whether `relation` is an outbox table; pure, asked once per relation version."""
 
-    def route(
-        self, change: Change
-    ) -> list[tuple[str, bytes | None, bytes | None, Headers | None]]: ...
+    def route(self, change: Change) -> list[KafkaRecord]:
+        """The records replacing `change`, each with its own topic, produced in the
+        change's transaction; none for an operation the router skips. Registers a routed
+        topic's schemas on its first event (registry I/O, may block); raises a
+        `BridgeError` for a value it cannot write or an update under `on_update: fatal`."""
 
 
 class Positions(Protocol):
@@ -121,34 +179,43 @@ class Positions(Protocol):
     (`bridge.slotstate.PositionRecorder`: a lost slot is then recognised)."""
 
     def admit(self, lsn: int, quiet: bool = False) -> int:
-        """The part of `lsn` PostgreSQL may be told; `quiet`: the stream has nothing to read."""
+        """The part of `lsn` PostgreSQL may be told: never more than `lsn`, never less than
+        an earlier answer. Starts recording `lsn` asynchronously (at most one write in
+        flight) and does not block; `quiet`: the stream has nothing to read, record now."""
 
-    def settle(self, timeout: float) -> None: ...
+    def settle(self, timeout: float) -> None:
+        """Wait up to `timeout` s for the recording in flight (a clean stop)."""
 
     def lost_slot(self) -> BridgeError | None:
         """After the stream failed: the slot's loss, when that is why."""
 
 
 class Oversized(Protocol):
-    def limit(self, topic: str, relation: Relation) -> int: ...
+    """Rows over their topic's size limit (`bridge.kafka.oversized.OversizedPolicy`)."""
+
+    def limit(self, topic: str, relation: Relation) -> int:
+        """The largest record (`KafkaRecord.size`) `topic` takes; asked once per relation
+        version (may ask the broker the first time for a topic)."""
 
     def divert(
         self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
+        record: KafkaRecord,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         tx: TxSource,
-    ) -> tuple[str, bytes | None, bytes | None, Headers | None]: ...
+    ) -> KafkaRecord:
+        """The record to produce instead of `record` (over its limit), in the same
+        transaction, so the slot passes it only once the replacement is delivered. Raises
+        `DeliveryError` where the policy is to stop."""
 
 
 class Reselect(Protocol):
     """`avro.toast_reselect`: a change whose new row lacks unchanged TOASTed values comes
     back with them read from the table (`bridge.reselect.ToastReselect`)."""
 
-    def complete(self, change: Change) -> Change: ...
+    def complete(self, change: Change) -> Change:
+        """`change`, completed by a SELECT on a connection of its own (blocks on it; a
+        change with nothing missing comes back as it is). Raises `SourceError`."""
 
 
 @dataclass
@@ -328,7 +395,7 @@ class Pipeline:
             self.assembler.last_commit_end_lsn,  # the previous transaction's, until its end
         )
         if self._tx_metadata and not self._skipping:
-            self._send(self.txmeta.topic, *self.txmeta.begin(self._tx_ident, event.commit_ts))
+            self._send(self.txmeta.begin(self._tx_ident, event.commit_ts))
 
     def _change(self, change: Change) -> None:
         if self._skipping:
@@ -339,7 +406,7 @@ class Pipeline:
         if relation is None:  # transactional logical decoding message
             message = change.message
             if message is not None and message.prefix != HEARTBEAT_PREFIX:
-                self._send(self.messages.topic, *self.messages.record(message, tx.base["txId"]))
+                self._send(self.messages.record(message, tx.base["txId"]))
             return
         route = self._last_route  # rows come in runs of one table: skip the dict then
         if route is None or route.relation is not relation:
@@ -349,20 +416,20 @@ class Pipeline:
             self._last_route = route
         if route.private:
             return  # the bridge's own snapshot progress tables
-        records: list[Record] = []
+        records: list[KafkaRecord] = []
         if route.captured and change.op not in self._skipped_ops:
             records = self._records(route, change, tx)
         if self.incremental is not None:  # signals, watermarks, chunk rows at a window's end
             for extra in self.incremental.on_change(change, records, tx):
-                self._send(*extra)
+                self._send(extra)
 
-    def _records(self, route: _Route, change: Change, tx: TxSource) -> list[Record]:
+    def _records(self, route: _Route, change: Change, tx: TxSource) -> list[KafkaRecord]:
         """Encode and send one captured change; its records (for the incremental snapshot).
         An outbox table's change goes to the outbox router: its events are no table records."""
         outbox = route.outbox
         if outbox is not None:
             for routed in outbox.route(change):
-                self._send(*routed)
+                self._send(routed)
             return []
         op = change.op
         counter = route.counters.get(op)
@@ -374,36 +441,30 @@ class Pipeline:
         encoder = route.encoder
         if encoder is None:
             encoder = route.resolve(self)
-        topic, limit = route.topic, route.limit
+        limit = route.limit
         if self.reselect is not None:
             change = self.reselect.complete(change)
         records = encoder.records(change, tx)
-        for key, value, headers in records:
-            if record_size(key, value, headers) > limit:
+        for record in records:
+            if record.size() > limit:
                 key_schema = encoder.table.key_schema
-                self._send(
-                    *self.oversized.divert(
-                        topic, key, value, headers, route.relation, key_schema, tx
-                    )
-                )
+                self._send(self.oversized.divert(record, route.relation, key_schema, tx))
             else:
-                self._send(topic, key, value, headers)
+                self._send(record)
         return records
 
-    def _send(
-        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None = None
-    ) -> None:
+    def _send(self, record: KafkaRecord) -> None:
         assert self._tx is not None
         if self.eos is not None and self._tx_records == 0:
             self.eos.before_records()
         self._tx_records += 1
-        self.producer.produce(topic, key, value, self._tx, headers)
+        self.producer.produce(record, self._tx)
 
     def _commit(self, event: TxCommit) -> None:
         assert self._tx is not None
         if self._tx_metadata and not self._skipping:
             counts = event.event_count_by_table
-            self._send(self.txmeta.topic, *self.txmeta.end(self._tx_ident, event.commit_ts, counts))
+            self._send(self.txmeta.end(self._tx_ident, event.commit_ts, counts))
         self.tracker.close_tx(self._tx, event.end_lsn)
         self._commits.committed(event.end_lsn, event.commit_ts)
         self._tx = None
@@ -417,9 +478,9 @@ class Pipeline:
     def _message(self, event: LogicalMessageEvent) -> None:
         """Non-transactional logical decoding message (heartbeats among them)."""
         if event.prefix == HEARTBEAT_PREFIX:
-            self._send_untracked(self.heartbeat.topic, *self.heartbeat.record(event.lsn))
+            self._send_untracked(self.heartbeat.record(event.lsn))
         elif self._messages_on:
-            key, value = self.messages.encode(
+            record = self.messages.make(
                 {"prefix": event.prefix},
                 {
                     "op": "m",
@@ -430,14 +491,14 @@ class Pipeline:
                     "message": {"prefix": event.prefix, "content": event.content},
                 },
             )
-            self._send_untracked(self.messages.topic, key, value)
+            self._send_untracked(record)
 
-    def _send_untracked(self, topic: str, key: bytes, value: bytes) -> None:
+    def _send_untracked(self, record: KafkaRecord) -> None:
         """A record outside PostgreSQL transactions: at-least-once, or inside the open
         Kafka transaction in exactly-once mode."""
         if self.eos is not None:
             self.eos.before_records()
-        self.producer.produce_untracked(topic, key, value)
+        self.producer.produce_untracked(record)
 
     def _idle(self) -> None:
         self.metrics.tick()
@@ -460,7 +521,7 @@ class Pipeline:
             ):
                 self.stream.send_status(reply=True)  # a keepalive tells how far decoding is
 
-    def _emit_between(self, records: list[Emit]) -> Callable[[], bool]:
+    def _emit_between(self, records: list[KafkaRecord]) -> Callable[[], bool]:
         """Records of no PostgreSQL transaction (an incremental snapshot's chunk whose
         window closed while the stream was idle), tracked like one that ends nowhere: the
         flush position passes later transactions only once they are delivered. Returns
@@ -469,7 +530,7 @@ class Pipeline:
         self._tx = handle = self.tracker.open_tx()
         self._tx_records = 0
         for record in records:
-            self._send(*record)
+            self._send(record)
         self.tracker.close_tx(handle, 0)
         self._tx = None
         if self.eos is not None:

@@ -25,6 +25,7 @@ from bridge.build import build_pipeline
 from bridge.config import Config
 from bridge.errors import DeliveryError
 from bridge.kafka.eos import KafkaTransactions
+from bridge.record import KafkaRecord
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -184,8 +185,8 @@ def test_offsets_topic_records_the_last_lsn(records: int) -> None:
         def begin_transaction(self) -> None:
             self.calls.append(("begin", None))
 
-        def produce_untracked(self, topic: str, key: bytes, value: bytes) -> None:
-            self.calls.append(("offset", value))
+        def produce_untracked(self, record: KafkaRecord) -> None:
+            self.calls.append(("offset", record.value))
 
         def commit_transaction(self, timeout: float) -> None:
             self.calls.append(("commit", None))

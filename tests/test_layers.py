@@ -1,6 +1,6 @@
 """The data path's layers run one way, read from the imports of bridge/ (no import runs).
 
-    base (errors, lsn, log, config, hosts: importable by all)
+    base (errors, lsn, log, config, hosts, record: importable by all)
     source < decode < events < schema < encode < kafka < wiring
 
 `kafka` is the Kafka side (bridge/kafka/: producer, acknowledgement watermark,
@@ -51,7 +51,9 @@ _PACKAGES = {
     "spark": SPARK,
 }
 _MODULES = {
-    **dict.fromkeys(["__init__", "__main__", "errors", "lsn", "log", "config", "hosts"], BASE),
+    **dict.fromkeys(
+        ["__init__", "__main__", "errors", "lsn", "log", "config", "hosts", "record"], BASE
+    ),
     **dict.fromkeys(
         [
             "routing",

@@ -28,6 +28,7 @@ from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import DeliveryError
 from bridge.kafka.acks import AckTracker
 from bridge.kafka.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
+from bridge.record import KafkaRecord
 
 KEY_SCHEMA = {
     "type": "record",
@@ -94,12 +95,12 @@ def test_a_dead_letter_keeps_the_key_change_headers_and_counts_them() -> None:
     relation = Relation(None, 1, "public", "big", "d", ())
     headers = [("__debezium.oldkey", b"\x00\x00\x00\x00\x07\x02")]
     tx = TxSource(SourceBlock("p", "db", "0"), 9, 0x100, 0)
-    topic, key, value, kept = policy.divert(
-        "p.public.big", b"k", b"x" * 500, headers, relation, None, tx
+    letter = policy.divert(
+        KafkaRecord("p.public.big", b"k", b"x" * 500, headers), relation, None, tx
     )
-    assert (topic, key, kept) == ("p.dlq", b"k", headers)
-    assert value is not None
-    assert json.loads(value)["size"] == 1 + 500 + len("__debezium.oldkey") + 6
+    assert (letter.topic, letter.key, letter.headers) == ("p.dlq", b"k", headers)
+    assert letter.value is not None
+    assert json.loads(letter.value)["size"] == 1 + 500 + len("__debezium.oldkey") + 6
 
 
 # Live tests against the local stack.

@@ -32,7 +32,7 @@ from bridge.decode.messages import (
     StreamStop,
     TupleData,
 )
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import TxSource
 from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
@@ -42,6 +42,7 @@ from bridge.kafka.sidetopics import Heartbeat, MessageTopic, TransactionTopic
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.pipeline import Parts, Pipeline
+from bridge.record import KafkaRecord
 from bridge.routing import Routing
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
@@ -138,10 +139,13 @@ class FakeTable:
 class FakeEncoder:
     table = FakeTable()
 
-    def records(self, change: Change, tx: TxSource) -> list[Record]:
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+    def records(self, change: Change, tx: TxSource) -> list[KafkaRecord]:
         new = change.new
         assert new is not None
-        return [(b"key", b"row " + (new.values[0] or b""), None)]
+        return [KafkaRecord(self.topic, b"key", b"row " + (new.values[0] or b""))]
 
 
 class FakeEncoders:
@@ -150,7 +154,8 @@ class FakeEncoders:
 
     def get(self, relation: Relation) -> tuple[str, FakeEncoder]:
         self.asked.append(relation.name)
-        return f"p.{relation.namespace}.{relation.name}", FakeEncoder()
+        topic = f"p.{relation.namespace}.{relation.name}"
+        return topic, FakeEncoder(topic)
 
 
 class RecordedAtOnce:
@@ -202,11 +207,8 @@ class NoLimit:
     def limit(self, topic: str, relation: Relation) -> int:
         return 1 << 30
 
-    def divert(self, *args: Any) -> tuple[str, bytes | None, bytes | None, Any]:
+    def divert(self, *args: Any) -> KafkaRecord:
         raise AssertionError("nothing is oversized here")
-
-
-Emit = tuple[str, bytes | None, bytes | None]
 
 
 class FakeIncremental:
@@ -218,18 +220,22 @@ class FakeIncremental:
         self.positions: list[int] = []
         self.delivered: list[Callable[[], bool]] = []
 
-    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]:
+    def on_change(
+        self, change: Change, records: list[KafkaRecord], tx: TxSource
+    ) -> list[KafkaRecord]:
         return []
 
     def on_acknowledged(self, lsn: int) -> None:
         pass
 
-    def on_idle(self, position: int, emit: Callable[[list[Emit]], Callable[[], bool]]) -> bool:
+    def on_idle(
+        self, position: int, emit: Callable[[list[KafkaRecord]], Callable[[], bool]]
+    ) -> bool:
         self.positions.append(position)
         if position < self.until:
             return True
         if not self.delivered:
-            self.delivered.append(emit([("p.public.t", b"chunk key", b"chunk row")]))
+            self.delivered.append(emit([KafkaRecord("p.public.t", b"chunk key", b"chunk row")]))
         return False
 
 

@@ -14,6 +14,7 @@ from confluent_kafka.cimpl import NewTopic
 from bridge.errors import ConfigError, DeliveryError
 from bridge.kafka.acks import AckTracker
 from bridge.kafka.producer import PRODUCER_DEFAULTS, UNSAFE_OVERRIDES, Producer, producer_config
+from bridge.record import KafkaRecord
 
 UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1"}
 
@@ -122,7 +123,7 @@ def test_many_records_across_partitions_reach_last_end_lsn(
     for tx in range(210):
         handle = tracker.open_tx()
         for i in range(0 if tx % 21 == 0 else 50):  # some transactions are empty
-            producer.produce(topic, f"{tx}-{i}".encode(), value, handle)
+            producer.produce(KafkaRecord(topic, f"{tx}-{i}".encode(), value), handle)
             produced += 1
         end_lsn += 64
         tracker.close_tx(handle, end_lsn)
@@ -140,13 +141,13 @@ def test_record_the_broker_refuses_is_delivery_error(
     _create_topic(kafka_bootstrap, topic, partitions=3, config={"max.message.bytes": "2000"})
     producer = make_producer()
     first = tracker.open_tx()
-    producer.produce(topic, b"k", b"fits", first)
+    producer.produce(KafkaRecord(topic, b"k", b"fits"), first)
     tracker.close_tx(first, 100)
     assert producer.flush(30)
     assert tracker.flush_lsn() == 100
 
     second = tracker.open_tx()
-    producer.produce(topic, b"k", os.urandom(10_000), second)  # incompressible
+    producer.produce(KafkaRecord(topic, b"k", os.urandom(10_000)), second)  # incompressible
     tracker.close_tx(second, 200)
     with pytest.raises(DeliveryError) as info:
         producer.flush(30)
@@ -165,7 +166,7 @@ def test_record_the_client_refuses_fails_its_transaction(
     producer = make_producer(overrides={"message.max.bytes": 10_000})
     handle = tracker.open_tx()
     with pytest.raises(DeliveryError, match="partition unassigned"):
-        producer.produce(f"{topic_prefix}.x", None, os.urandom(20_000), handle)
+        producer.produce(KafkaRecord(f"{topic_prefix}.x", None, os.urandom(20_000)), handle)
     tracker.close_tx(handle, 100)
     assert tracker.failed
     assert tracker.flush_lsn(idle_position=500) == 0
@@ -184,7 +185,7 @@ def test_in_flight_bounds_block_and_service_the_source(
     )
     handle = tracker.open_tx()
     for i in range(500):
-        producer.produce(topic, str(i).encode(), os.urandom(1_000), handle)
+        producer.produce(KafkaRecord(topic, str(i).encode(), os.urandom(1_000)), handle)
         assert tracker.in_flight_records <= 10
         assert tracker.in_flight_bytes <= 4_000
     tracker.close_tx(handle, 42)
@@ -201,7 +202,7 @@ def test_record_larger_than_byte_bound_goes_alone(
     producer = make_producer(max_in_flight_bytes=100)
     handle = tracker.open_tx()
     for _ in range(3):
-        producer.produce(f"{topic_prefix}.big", None, os.urandom(1_000), handle)
+        producer.produce(KafkaRecord(f"{topic_prefix}.big", None, os.urandom(1_000)), handle)
         assert tracker.in_flight_records == 1
     tracker.close_tx(handle, 7)
     assert producer.flush(30)
@@ -218,7 +219,7 @@ def test_full_client_queue_blocks_instead_of_failing(
     )
     handle = tracker.open_tx()
     for i in range(200):
-        producer.produce(f"{topic_prefix}.q", str(i).encode(), b"v" * 100, handle)
+        producer.produce(KafkaRecord(f"{topic_prefix}.q", str(i).encode(), b"v" * 100), handle)
     tracker.close_tx(handle, 9)
     assert producer.flush(30)
     assert calls
@@ -235,7 +236,7 @@ def test_broker_outage_acknowledges_nothing_until_delivered(
     producer = make_producer(while_blocked=lambda: calls.append(None))
     stack.stop_kafka()
     handle = tracker.open_tx()
-    producer.produce(topic, b"k", b"v", handle)
+    producer.produce(KafkaRecord(topic, b"k", b"v"), handle)
     tracker.close_tx(handle, 300)
     assert not producer.flush(1.0)
     assert calls, "flush did not service the source while waiting"
@@ -250,7 +251,7 @@ def test_close_drops_undelivered_records_unacknowledged(
 ) -> None:
     producer = Producer(UNREACHABLE, tracker)
     handle = tracker.open_tx()
-    producer.produce("nowhere", None, b"v", handle)
+    producer.produce(KafkaRecord("nowhere", None, b"v"), handle)
     tracker.close_tx(handle, 100)
     producer.close()
     producer.close()

@@ -30,6 +30,7 @@ from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, TupleData
 from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
+from bridge.record import KafkaRecord
 from bridge.source.wire import u16, u32
 
 OP_READ: Final = "r"  # Debezium's op for rows read by a snapshot
@@ -275,10 +276,10 @@ class CopyRows:
         self._last = last
 
 
-def unpack_records(packed: PackedRecords) -> list[tuple[bytes | None, bytes | None]]:
-    """The (key, value) pairs of packed records (`CopyRows`), in order."""
+def unpack_records(packed: PackedRecords, topic: str) -> list[KafkaRecord]:
+    """The records for `topic` of packed records (`CopyRows`), in order."""
     data, sizes = packed
-    out: list[tuple[bytes | None, bytes | None]] = []
+    out: list[KafkaRecord] = []
     pos: i64 = 0
     for i in range(0, len(sizes), 2):
         key: bytes | None = None
@@ -291,5 +292,5 @@ def unpack_records(packed: PackedRecords) -> list[tuple[bytes | None, bytes | No
         if size >= 0:
             value = data[pos : pos + size]
             pos += size
-        out.append((key, value))
+        out.append(KafkaRecord(topic, key, value))
     return out

@@ -23,14 +23,10 @@ from bridge.encode.columns import BAD_INPUT
 from bridge.encode.plan import RowBodies, RowPlan, Toast
 from bridge.errors import BridgeError, SchemaError
 from bridge.events.model import Change
+from bridge.record import Headers, KafkaRecord
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import TableCodec
 
-# Kafka record headers, as confluent-kafka's produce() takes them (a list, not a tuple).
-Headers = list[tuple[str, bytes]]
-# (key, value, headers): value None = a tombstone; headers None except on the records of a
-# primary-key change, so the common record carries one None and nothing is built for it.
-Record = tuple[bytes | None, bytes | None, Headers | None]
 # Debezium's header names (RelationalChangeRecordEmitter): the delete (and its tombstone)
 # of a primary-key change names the new key, the create names the old one. Values are the
 # framed keys, byte for byte the Kafka keys of the other side's records.
@@ -53,16 +49,6 @@ _ENVELOPE_FIELDS: Final = (
     "unchanged_fields",
     "special_values",
 )
-
-
-def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
-    """A record's bytes as the size limits count them (bridge.kafka.oversized): key, value, and
-    each header's name and value."""
-    size = len(key or b"") + len(value or b"")
-    if headers is not None:
-        for name, data in headers:
-            size += len(name) + len(data)
-    return size
 
 
 def framed_writer(
@@ -405,6 +391,7 @@ class ChangeEncoder:
         "table",
         "toast_mode",
         "tombstones",
+        "topic",
         "value_id",
     )
 
@@ -414,10 +401,12 @@ class ChangeEncoder:
         key_id: int | None,
         value_id: int,
         *,
+        topic: str,
         toast_mode: ToastMode = "list",
         tombstones: bool = True,
     ) -> None:
         self.table = table
+        self.topic = topic  # of every record
         self.toast_mode = toast_mode
         self.tombstones = tombstones
         relation = table.relation
@@ -449,7 +438,7 @@ class ChangeEncoder:
         self._plan.specials.clear()
         return bodies
 
-    def records(self, change: Change, tx: TxSource) -> list[Record]:
+    def records(self, change: Change, tx: TxSource) -> list[KafkaRecord]:
         """Debezium's shapes: c/u/d/r/t, a delete followed by a tombstone, and a
         primary-key change as delete + tombstone + create (the only records with
         headers)."""
@@ -459,10 +448,10 @@ class ChangeEncoder:
             # one record, no key comparison: the common case
             parts: list[bytes] = []
             key = self.row_record(parts, new, op, change.lsn, tx)
-            return [(key, b"".join(parts), None)]
+            return [KafkaRecord(self.topic, key, b"".join(parts))]
         source = self._source_block(tx, change.lsn)
         if op == "t":
-            return [(None, self._envelope(None, None, "t", source, None), None)]
+            return [KafkaRecord(self.topic, None, self._envelope(None, None, "t", source, None))]
         return self._shaped(change, source)
 
     def row_record(
@@ -490,7 +479,7 @@ class ChangeEncoder:
             parts.append(self._clock.tail())
         return self._framed_key(key)
 
-    def _shaped(self, change: Change, source: bytes) -> list[Record]:
+    def _shaped(self, change: Change, source: bytes) -> list[KafkaRecord]:
         specials: dict[str, str] = {}
         before, after, unchanged = self._rows(change, specials)
         op = change.op
@@ -501,16 +490,17 @@ class ChangeEncoder:
         if op == "d":
             key = key_of(before)
             envelope = self._envelope(before, None, "d", source, None, specials)
-            out: list[Record] = [(key, envelope, None)]
+            out = [KafkaRecord(self.topic, key, envelope)]
             if self.tombstones:
-                out.append((key, None, None))
+                out.append(KafkaRecord(self.topic, key, None))
             return out
         key = key_of(after)
         if op == "u" and change.old_kind and before is not None:
             old_key = key_of(before)
             if old_key != key:
                 return self._key_change(old_key, key, before, after, source, unchanged, specials)
-        return [(key, self._envelope(before, after, op, source, unchanged, specials), None)]
+        value = self._envelope(before, after, op, source, unchanged, specials)
+        return [KafkaRecord(self.topic, key, value)]
 
     def _key_change(
         self,
@@ -521,7 +511,7 @@ class ChangeEncoder:
         source: bytes,
         unchanged: list[str] | None,
         specials: dict[str, str],
-    ) -> list[Record]:
+    ) -> list[KafkaRecord]:
         """Delete (+ tombstone) under the old key, create under the new one, as Debezium
         emits them. The headers let a consumer link the two: the create's unchanged
         TOASTed values live under the old key (bridge.spark.apply carries them over). The
@@ -531,12 +521,13 @@ class ChangeEncoder:
         to_old: Headers | None = None if old_key is None else [(OLD_KEY_HEADER, old_key)]
         old = {k: v for k, v in specials.items() if k.startswith("before.")}
         new = {k: v for k, v in specials.items() if k.startswith("after.")}
-        out: list[Record] = [
-            (old_key, self._envelope(before, None, "d", source, None, old), to_new)
-        ]
+        topic = self.topic
+        deleted = self._envelope(before, None, "d", source, None, old)
+        out = [KafkaRecord(topic, old_key, deleted, to_new)]
         if self.tombstones:
-            out.append((old_key, None, to_new))
-        out.append((key, self._envelope(None, after, "c", source, unchanged, new), to_old))
+            out.append(KafkaRecord(topic, old_key, None, to_new))
+        created = self._envelope(None, after, "c", source, unchanged, new)
+        out.append(KafkaRecord(topic, key, created, to_old))
         return out
 
     def _rows(

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bridge.errors import DeliveryError
 from bridge.kafka.producer import Producer
 from bridge.lsn import LSN
+from bridge.record import KafkaRecord
 
 log = logging.getLogger("bridge.eos")
 
@@ -207,7 +208,7 @@ class KafkaTransactions:
         if not self._open:
             return
         value = json.dumps({"lsn": self._end_lsn, "lsn_text": str(LSN(self._end_lsn))})
-        self._producer.produce_untracked(self._topic, self._key, value.encode())
+        self._producer.produce_untracked(KafkaRecord(self._topic, self._key, value.encode()))
         self._producer.commit_transaction(self._timeout)
         self._open = False
         self.committed_lsn = self._end_lsn

@@ -22,8 +22,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from bridge.decode.messages import Relation
-from bridge.encode.records import Headers, TxSource, record_size
+from bridge.encode.records import TxSource
 from bridge.errors import DeliveryError
+from bridge.record import KafkaRecord
 
 log: Final = logging.getLogger("bridge.oversized")
 
@@ -31,8 +32,6 @@ log: Final = logging.getLogger("bridge.oversized")
 RECORD_OVERHEAD: Final = 128
 CLIENT_DEFAULT_MAX: Final = 1_000_000  # librdkafka's message.max.bytes default
 _KEY_TEXT_MAX: Final = 200
-
-Record = tuple[str, bytes | None, bytes | None, Headers | None]  # topic, key, value, headers
 
 
 class TopicLimits:
@@ -147,20 +146,19 @@ class OversizedPolicy:
 
     def divert(
         self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
+        record: KafkaRecord,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         source: TxSource,
-    ) -> Record:
-        """The dead-letter record replacing an oversized one; raises in `stop` mode.
+    ) -> KafkaRecord:
+        """The dead-letter record replacing `record`, a row of `relation` over its topic's
+        limit; raises `DeliveryError` in `stop` mode.
 
-        It keeps the record's headers (a primary-key change's link to the other key), as
-        Kafka Connect's dead-letter queue keeps a record's headers."""
+        It keeps the record's key and headers (a primary-key change's link to the other
+        key), as Kafka Connect's dead-letter queue keeps a record's headers."""
         table = f"{relation.namespace}.{relation.name}"
-        size = record_size(key, value, headers)
+        topic, key = record.topic, record.key
+        size = record.size()
         limit = self._limits.get(topic) + RECORD_OVERHEAD
         shown = key_text(key, key_schema)
         lsn = source.base["commit_lsn"]
@@ -184,7 +182,7 @@ class OversizedPolicy:
             topic,
             self.dead_letter_topic,
         )
-        record = {
+        letter = {
             "topic": topic,
             "partition": None,  # decided before producing: never assigned one
             "table": table,
@@ -197,4 +195,4 @@ class OversizedPolicy:
             "lsn": lsn,
             "txId": source.base["txId"],
         }
-        return self.dead_letter_topic, key, json.dumps(record).encode(), headers
+        return KafkaRecord(self.dead_letter_topic, key, json.dumps(letter).encode(), record.headers)

@@ -20,6 +20,7 @@ from confluent_kafka import Producer as _Client
 from bridge.config import KafkaConfig
 from bridge.errors import ConfigError, DeliveryError
 from bridge.kafka.acks import AckTracker, TxHandle, delivery_error
+from bridge.record import KafkaRecord
 
 ConfigValue = str | int | float | bool
 log: Final = logging.getLogger("bridge.produce")
@@ -179,9 +180,6 @@ def _refused(topic: str, exc: KafkaException, table: str | None = None) -> Deliv
     return delivery_error(topic, None, err.str(), table)
 
 
-_ANY_PARTITION: Final = -1  # librdkafka's RD_KAFKA_PARTITION_UA
-
-
 def _no_op() -> None:
     return None
 
@@ -234,22 +232,16 @@ class Producer:
         self.blocked_turns = 0  # waits for Kafka to make room (a metric)
         self.stopping = False  # set from a signal handler: stop waiting for room
 
-    def produce(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        handle: TxHandle,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
+    def produce(self, record: KafkaRecord, handle: TxHandle) -> None:
         """Queue one record of `handle`'s transaction; blocks (serviced) while full.
 
-        `headers` (a primary-key change's `__debezium.*key`) go as a keyword, so only those
+        Headers (a primary-key change's `__debezium.*key`) go as a keyword, so only those
         rare records pay for the client parsing keyword arguments.
 
         Raises the tracker's `DeliveryError` once a poll made here learns of a failure, and
         a `DeliveryError` if the client refuses this record outright.
         """
+        value = record.value
         size = 0 if value is None else len(value)
         tracker = self._tracker
         if (
@@ -257,14 +249,15 @@ class Producer:
             or tracker.in_flight_bytes + size > self._max_bytes
         ):
             self._wait_for_room(size)
+        topic, key, headers = record.topic, record.key, record.headers
         while True:
             try:
-                # Positional (partition -1: the partitioner's choice): a keyword argument
-                # makes the client parse a kwargs dict per record, ~40 % of the call.
+                # Positional: a keyword argument makes the client parse a kwargs dict per
+                # record, ~40 % of the call.
                 if headers is None:
-                    self._produce(topic, value, key, _ANY_PARTITION, handle)
+                    self._produce(topic, value, key, record.partition, handle)
                 else:
-                    self._produce(topic, value, key, _ANY_PARTITION, handle, headers=headers)
+                    self._produce(topic, value, key, record.partition, handle, headers=headers)
                 break
             except BufferError:  # librdkafka's own queue is full
                 if self.stopping:
@@ -296,16 +289,18 @@ class Producer:
             raise delivery_error(None, None, f"records undelivered after {timeout:.0f}s")
         self._transactional(self._client.commit_transaction, timeout)
 
-    def produce_untracked(self, topic: str, key: bytes, value: bytes) -> None:
+    def produce_untracked(self, record: KafkaRecord) -> None:
         """A bookkeeping record (offsets, heartbeat) outside any PostgreSQL transaction."""
         while True:
             try:
-                self._produce(topic, value, key)
+                self._produce(
+                    record.topic, record.value, record.key, record.partition, headers=record.headers
+                )
                 return
             except BufferError:
                 self._blocked_turn()
             except KafkaException as exc:
-                raise _refused(topic, exc) from None
+                raise _refused(record.topic, exc) from None
 
     def _transactional(self, call: Callable[..., None], *args: Any) -> None:
         try:

@@ -20,6 +20,7 @@ from typing import Any
 from bridge.decode.messages import PG_EPOCH_OFFSET_US, LogicalMessage
 from bridge.encode.records import framed_writer
 from bridge.kafka.registry import Registry, subject_name
+from bridge.record import KafkaRecord
 from bridge.schema.fixed import load_fixed
 
 HEARTBEAT_PREFIX = "bridge-heartbeat"
@@ -35,7 +36,8 @@ class FixedTopic:
         self._files = (key_file, value_file)
         self._writers: tuple[Callable[[Any], bytes], Callable[[Any], bytes]] | None = None
 
-    def encode(self, key: dict[str, Any], value: dict[str, Any]) -> tuple[bytes, bytes]:
+    def make(self, key: dict[str, Any], value: dict[str, Any]) -> KafkaRecord:
+        """The topic's record of `key` and `value` (registers the schemas the first time)."""
         if self._writers is None:
             writers = []
             for is_key, name in zip((True, False), self._files, strict=True):
@@ -45,7 +47,7 @@ class FixedTopic:
                 schema_id = self._registry.register(subject, schema, table=self.topic)
                 writers.append(framed_writer(schema, schema_id))
             self._writers = (writers[0], writers[1])
-        return self._writers[0](key), self._writers[1](value)
+        return KafkaRecord(self.topic, self._writers[0](key), self._writers[1](value))
 
 
 def tx_id(xid: int | None, commit_lsn: int) -> str:
@@ -58,8 +60,8 @@ class TransactionTopic(FixedTopic):
             registry, f"{prefix}.transaction", "transaction_key", "transaction_metadata"
         )
 
-    def begin(self, ident: str, commit_ts: int) -> tuple[bytes, bytes]:
-        return self.encode(
+    def begin(self, ident: str, commit_ts: int) -> KafkaRecord:
+        return self.make(
             {"id": ident},
             {
                 "status": "BEGIN",
@@ -70,8 +72,8 @@ class TransactionTopic(FixedTopic):
             },
         )
 
-    def end(self, ident: str, commit_ts: int, counts: dict[str, int]) -> tuple[bytes, bytes]:
-        return self.encode(
+    def end(self, ident: str, commit_ts: int, counts: dict[str, int]) -> KafkaRecord:
+        return self.make(
             {"id": ident},
             {
                 "status": "END",
@@ -89,8 +91,8 @@ class MessageTopic(FixedTopic):
     def __init__(self, registry: Registry, prefix: str) -> None:
         super().__init__(registry, f"{prefix}.message", "prefix_key", "message")
 
-    def record(self, msg: LogicalMessage, xid: int | None) -> tuple[bytes, bytes]:
-        return self.encode(
+    def record(self, msg: LogicalMessage, xid: int | None) -> KafkaRecord:
+        return self.make(
             {"prefix": msg.prefix},
             {
                 "op": "m",
@@ -127,7 +129,7 @@ class Heartbeat(FixedTopic):
         self._next = now + self._interval_s
         self._emit()
 
-    def record(self, lsn: int) -> tuple[bytes, bytes]:
-        return self.encode(
+    def record(self, lsn: int) -> KafkaRecord:
+        return self.make(
             {"serverName": self._prefix}, {"ts_ms": time.time_ns() // 1_000_000, "lsn": lsn}
         )

@@ -47,6 +47,7 @@ from bridge.config import Config
 from bridge.encode.copyrows import unpack_records
 from bridge.errors import SourceError
 from bridge.lsn import LSN
+from bridge.record import KafkaRecord
 from bridge.snapshot import chunks
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk
@@ -68,8 +69,7 @@ log = logging.getLogger("bridge.snapshot")
 
 EXTERNAL: Final = "external"
 _POLL_S: Final = 1.0
-Record = tuple[str, bytes | None, bytes | None]  # topic, key, value
-KeyedRecord = tuple[str, bytes | None, bytes | None, str]  # and the key's text, as JSON
+KeyedRecord = tuple[KafkaRecord, str]  # a record and its key's text, as JSON
 
 
 def store_of(cfg: Config) -> ProgressStore:
@@ -181,7 +181,7 @@ class ExternalLoad:
     def tables(self) -> list[LoadTable]:
         return list(self._tables)
 
-    def reader(self) -> Callable[[LoadTask], list[Record]]:
+    def reader(self) -> Callable[[LoadTask], list[KafkaRecord]]:
         """`read_task` bound to this snapshot: a picklable function of one task."""
         return functools.partial(read_task, self._cfg, self.snapshot_name, self.lsn)
 
@@ -259,12 +259,12 @@ def _task_job(cfg: Config, snapshot_name: str, task: LoadTask) -> Iterator[tuple
         conn.close()
 
 
-def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[Record]:
+def read_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[KafkaRecord]:
     """The records of one chunk read inside the held snapshot: runs on a load worker."""
     source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "true")
     with _task_job(cfg, snapshot_name, task) as (conn, job):
         packed, _ = read_records(conn, job, task.chunk, source)  # as the readers do
-    return [(job.topic, key, value) for key, value in unpack_records(packed)]
+    return unpack_records(packed, job.topic)
 
 
 def read_keyed_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -> list[KeyedRecord]:
@@ -279,8 +279,8 @@ def read_keyed_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -
         rows = conn.execute(query, params).fetchall()
         records, _ = encode_rows([r[width:] for r in rows], job, source)
     return [
-        (job.topic, key, value, json.dumps([_text(v) for v in row[:width]]))
-        for (key, value, _), row in zip(records, rows, strict=True)
+        (record, json.dumps([_text(v) for v in row[:width]]))
+        for record, row in zip(records, rows, strict=True)
     ]
 
 

@@ -54,10 +54,11 @@ from psycopg import IsolationLevel
 
 from bridge.config import Config
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import TxSource
 from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.events.model import OP_CREATE, OP_TRUNCATE, Change
+from bridge.record import KafkaRecord
 from bridge.routing import Routing
 from bridge.snapshot import catalog, notify
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
@@ -72,9 +73,8 @@ from bridge.snapshot.watermarks import QUERY, Streamed, Watermark
 log = logging.getLogger("bridge.snapshot")
 
 KIND = "incremental"
-Emit = tuple[str, bytes | None, bytes | None]  # (topic, key, value)
 Delivered = Callable[[], bool]  # whether records sent between transactions are confirmed
-_NOTHING: list[Emit] = []
+_NOTHING: list[KafkaRecord] = []
 # Streamed keys remembered for the read-only check: settled against a fresh snapshot
 # when no chunk read did it for this many.
 _STREAMED_MAX: Final = 100_000
@@ -226,12 +226,14 @@ class IncrementalSnapshotter:
 
     # -- stream side ----------------------------------------------------------
 
-    def on_change(self, change: Change, records: list[Record], tx: TxSource) -> list[Emit]:
+    def on_change(
+        self, change: Change, records: list[KafkaRecord], tx: TxSource
+    ) -> list[KafkaRecord]:
         """A streamed change and its records; returns records to produce right after them."""
         relation = change.relation
         assert relation is not None
         if self._read_only and tx.xid is not None:
-            keys = (key for key, _, _ in records)
+            keys = (record.key for record in records)
             self._streamed.add(tx.xid, relation.oid, keys, change.op == OP_TRUNCATE)
         window = self._window
         if window is not None and window.opened and relation.oid == window.oid:
@@ -252,7 +254,7 @@ class IncrementalSnapshotter:
         signal_type: str,
         data: str | None,
         commit_lsn: int,
-    ) -> list[Emit]:
+    ) -> list[KafkaRecord]:
         """A signal table row: the open window's watermarks, or a signal."""
         if window is not None and signal_id == window.open_id:
             window.opened = True
@@ -279,7 +281,7 @@ class IncrementalSnapshotter:
         if self._window is None and (self._active is not None or self._queue or self._stops):
             self._advance(lsn)
 
-    def on_idle(self, position: int, emit: Callable[[list[Emit]], Delivered]) -> bool:
+    def on_idle(self, position: int, emit: Callable[[list[KafkaRecord]], Delivered]) -> bool:
         """The stream is idle at `position` (every transaction whose commit record starts
         below it was handed to `on_change`): a read-only window it passes closes, its rows
         sent between transactions by `emit`. True while a window waits for the stream to
@@ -436,7 +438,7 @@ class IncrementalSnapshotter:
         width = len(table.key)
         source = snapshot_source(self._server, self._db, lsn, KIND)
         records, _ = encode_rows([r[width:] for r in rows], TableJob(table, topic, encoder), source)
-        window.buffer.update((key, value) for key, value, _ in records)  # reads: no headers
+        window.buffer.update((r.key, r.value) for r in records)  # reads: no headers
         for key in stale:  # changed by a transaction streamed already, not in the snapshot
             window.buffer.pop(key, None)
         window.last_key = tuple(_text(v) for v in rows[-1][:width])
@@ -444,7 +446,7 @@ class IncrementalSnapshotter:
             window.last_key = run.max_key  # nothing left below max: the table ends here
         return window
 
-    def _close_window(self, window: _Window, commit_lsn: int) -> list[Emit]:
+    def _close_window(self, window: _Window, commit_lsn: int) -> list[KafkaRecord]:
         """The window closes inside the transaction committed at `commit_lsn`: its rows
         go out right after the change at hand, as that transaction's records."""
         out, run = self._take(window)
@@ -454,12 +456,12 @@ class IncrementalSnapshotter:
         self._advance(self._last_lsn)
         return out
 
-    def _take(self, window: _Window) -> tuple[list[Emit], _Run]:
+    def _take(self, window: _Window) -> tuple[list[KafkaRecord], _Run]:
         """Close `window`: its remaining rows, and the run moved past them."""
         self._window = None
         run = self._active
         assert run is not None
-        out = [(window.topic, key, value) for key, value in window.buffer.items()]
+        out = [KafkaRecord(window.topic, key, value) for key, value in window.buffer.items()]
         self._progress.add_rows(window.label, len(out))
         run.rows += len(out)
         self._notify(
@@ -621,13 +623,13 @@ class IncrementalSnapshotter:
             )
 
 
-def _drop_changed(window: _Window, op: str, records: list[Record]) -> None:
+def _drop_changed(window: _Window, op: str, records: list[KafkaRecord]) -> None:
     """A streamed change to the window's table: its keys' rows are redundant or stale."""
     if op == OP_TRUNCATE:
         window.buffer.clear()
     else:
-        for key, _, _ in records:
-            window.buffer.pop(key, None)
+        for record in records:
+            window.buffer.pop(record.key, None)
 
 
 def _confirmed() -> bool:

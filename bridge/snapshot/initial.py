@@ -38,6 +38,7 @@ from bridge.errors import ConfigError, SourceError
 from bridge.kafka.acks import AckTracker, TxHandle
 from bridge.kafka.producer import Producer, kafka_client_config
 from bridge.kafka.registry import KnownSchemas, open_registry
+from bridge.record import KafkaRecord
 from bridge.routing import Routing
 from bridge.snapshot import catalog, chunks
 from bridge.snapshot.chunks import Chunk
@@ -60,11 +61,13 @@ class _InFlight(NamedTuple):
 class _Held(NamedTuple):
     """The newest record, not produced yet: it may turn out to be the snapshot's last."""
 
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    last_value: bytes | None
+    record: KafkaRecord
+    last_value: bytes | None  # its value as the snapshot's last record ("last")
     handle: TxHandle
+
+    def last(self) -> KafkaRecord:
+        record = self.record
+        return KafkaRecord(record.topic, record.key, self.last_value)
 
 
 class _Reader:
@@ -334,7 +337,7 @@ class InitialSnapshot:
                     bars.refresh()
                 complete = not self._should_stop()
                 if complete and held is not None:
-                    producer.produce(held.topic, held.key, held.last_value, held.handle)
+                    producer.produce(held.last(), held.handle)
                     tracker.close_tx(held.handle, 0)
                 self._halt.set()
                 self._flush(producer, in_flight, bars, complete)
@@ -366,7 +369,7 @@ class InitialSnapshot:
     ) -> _Held | None:
         reader = next(r for r in self._readers if r.pipe is pipe)
         _, chunk, packed, last_value = reader.receive()
-        records = unpack_records(packed)
+        records = unpack_records(packed, self._topics[chunk.table])
         reader.sent.popleft()
         handle = TxHandle(tracker)
         in_flight.append(_InFlight(chunk, handle, len(records)))
@@ -374,14 +377,11 @@ class InitialSnapshot:
             tracker.close_tx(handle, 0)
             return held
         if held is not None:
-            producer.produce(held.topic, held.key, held.value, held.handle)
+            producer.produce(held.record, held.handle)
             tracker.close_tx(held.handle, 0)
-        topic = self._topics[chunk.table]
-        for index in range(len(records) - 1):  # snapshot reads ("r") carry no headers
-            key, value = records[index]
-            producer.produce(topic, key, value, handle)
-        key, value = records[-1]
-        return _Held(topic, key, value, last_value, handle)
+        for index in range(len(records) - 1):
+            producer.produce(records[index], handle)
+        return _Held(records[-1], last_value, handle)
 
     def _flush(
         self, producer: Producer, in_flight: list[_InFlight], bars: ProgressBars, complete: bool

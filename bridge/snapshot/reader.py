@@ -30,11 +30,12 @@ from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, PG_EPOCH_OFFSET_US, TupleData
 from bridge.encode.copyrows import OP_READ, CopyRows, PackedRecords, SnapshotSource
-from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.encoders import encoder_cache
 from bridge.errors import SchemaError
 from bridge.events.model import Change
 from bridge.kafka.registry import Registry, open_registry
+from bridge.record import KafkaRecord
 from bridge.routing import Routing
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
@@ -152,12 +153,12 @@ def read_records(
 
 def encode_rows(
     rows: list[Row], job: TableJob, source: TxSource
-) -> tuple[list[Record], Change | None]:
+) -> tuple[list[KafkaRecord], Change | None]:
     """Records of `rows` (op "r") and the last row's change, to re-encode it as "last"."""
     relation = job.table.relation
     all_text = bytes((KIND_TEXT,)) * len(relation.columns)
     records = job.encoder.records
-    out: list[Record] = []
+    out: list[KafkaRecord] = []
     change: Change | None = None
     for row in rows:
         new = TupleData(row_kinds(row, all_text), row)

@@ -93,7 +93,7 @@ def _serve(
                 return
             job = jobs[chunk.table]
             packed, last = read_records(conn, job, chunk, source)
-            last_value = None if last is None else job.encoder.records(last, last_source)[0][1]
+            last_value = None if last is None else job.encoder.records(last, last_source)[0].value
             outbox.send(("chunk", chunk, packed, last_value))
     finally:
         conn.close()

@@ -36,14 +36,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from bridge.record import KafkaRecord
 from bridge.spark.apply import TARGET_META, _truncate
 from bridge.spark.formats import TableFormat, target_table
 from bridge.spark.reader import META_TYPES, ChangeDecoder
 from bridge.spark.registry import SchemaSource
 
-Record = tuple[str, bytes | None, bytes | None]  # topic, key, value
-# a record followed by the strings of the decoder's `carry` columns
-CarryingRecord = tuple[str, bytes | None, bytes | None, str]
+# a record and the string of the decoder's `carry` column
+CarryingRecord = tuple[KafkaRecord, str]
 LOADED_OFFSET = -1  # a loaded row's `_offset`: below any Kafka offset at the same LSN
 _RAW = StructType(
     [
@@ -75,7 +75,7 @@ class SnapshotLoad(Protocol):
 
     def tables(self) -> Sequence[LoadTable]: ...
 
-    def reader(self) -> Callable[[Any], Iterable[Record]]: ...
+    def reader(self) -> Callable[[Any], Iterable[KafkaRecord]]: ...
 
     def finish(self) -> None: ...
 
@@ -119,12 +119,12 @@ def loaded_rows(
     spark: SparkSession,
     decoder: ChangeDecoder,
     table: LoadTable,
-    read: Callable[[Any], Iterable[Record]] | Callable[[Any], Iterable[CarryingRecord]],
+    read: Callable[[Any], Iterable[KafkaRecord]] | Callable[[Any], Iterable[CarryingRecord]],
 ) -> DataFrame:
     """The table's rows as target rows: one Spark partition per task, decoded as the topic;
     the columns the decoder carries come after each record's value, as strings."""
     tasks = list(table.tasks)
-    records = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(read)
+    records = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(read).map(_row)
     carried = [StructField(c, StringType()) for c in decoder.carry]
     raw = spark.createDataFrame(records, StructType([*_RAW.fields, *carried])).select(
         "topic",
@@ -137,3 +137,11 @@ def loaded_rows(
     changes = decoder.decode(raw, [(table.topic, table.value_schema_id, None, None)])
     data = [c for c in changes.columns if c not in META_TYPES]
     return changes.select(*data, *TARGET_META)
+
+
+def _row(item: Any) -> tuple[Any, ...]:
+    """A record as a row of `_RAW` (topic, key, value), then the carried string if any."""
+    if isinstance(item, KafkaRecord):
+        return item.topic, item.key, item.value
+    record, carried = item
+    return record.topic, record.key, record.value, carried

@@ -194,7 +194,8 @@ def compare_table(
                 rows, claimed = _unequal(rows, job, all_text, store, result)
             records, _ = encode_rows(rows, job, source)
             keys = []
-            for key, value, _ in records:
+            for record in records:
+                key, value = record.key, record.value
                 assert key is not None and value is not None  # a keyed table's "r" record
                 keys.append((decoder.key(key, where), key, value))
             if lake is not None:

@@ -19,8 +19,9 @@ import fastavro
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, TupleData
 from bridge.encode.columns import array_text, codec_of, special_text
-from bridge.encode.records import Record, TxSource
+from bridge.encode.records import TxSource
 from bridge.events.model import Change
+from bridge.record import KafkaRecord
 from bridge.schema.table import TableCodec
 
 MS = 1_700_000_000_123  # the frozen clock of the tests, in ms
@@ -33,10 +34,12 @@ class Oracle:
         key_id: int | None,
         value_id: int,
         *,
+        topic: str = "",
         toast_mode: str = "list",
         tombstones: bool = True,
     ) -> None:
         self.table = table
+        self.topic = topic
         self.key_id = key_id
         self.value_id = value_id
         self.toast_mode = toast_mode
@@ -46,7 +49,7 @@ class Oracle:
         self.key = None if table.key_schema is None else fastavro.parse_schema(table.key_schema)
         self.key_names = [table.field_names[pos] for pos in table.key_positions]
 
-    def records(self, change: Change, tx: TxSource) -> list[Record]:
+    def records(self, change: Change, tx: TxSource) -> list[KafkaRecord]:
         last = None if tx.last_commit_lsn is None else str(tx.last_commit_lsn)
         sequence = json.dumps([last, str(change.lsn)], separators=(",", ":"))  # as Jackson writes
         source = {**tx.base, "schema": self.table.relation.namespace}
@@ -54,7 +57,7 @@ class Oracle:
         source["table"] = self.table.relation.name
         op = change.op
         if op == "t":
-            return [(None, self._envelope(None, None, "t", source, None), None)]
+            return [KafkaRecord(self.topic, None, self._envelope(None, None, "t", source, None))]
         unchanged: list[str] = []
         old_specials: dict[str, str] = {}
         new_specials: dict[str, str] = {}
@@ -69,8 +72,8 @@ class Oracle:
         if op == "d":
             key = self._key(before)
             delete = self._envelope(before, None, "d", source, None, old_specials)
-            out: list[Record] = [(key, delete, None)]
-            return [*out, (key, None, None)] if self.tombstones else out
+            out = [KafkaRecord(self.topic, key, delete)]
+            return [*out, KafkaRecord(self.topic, key, None)] if self.tombstones else out
         key = self._key(after)
         if op == "u" and change.old_kind and before is not None:
             old_key = self._key(before)
@@ -79,13 +82,17 @@ class Oracle:
                 assert old_key is not None and key is not None
                 newkey = [("__debezium.newkey", key)]
                 delete = self._envelope(before, None, "d", source, None, old_specials)
-                out = [(old_key, delete, newkey)]
+                out = [KafkaRecord(self.topic, old_key, delete, newkey)]
                 if self.tombstones:
-                    out.append((old_key, None, newkey))
+                    out.append(KafkaRecord(self.topic, old_key, None, newkey))
                 create = self._envelope(None, after, "c", source, fields, new_specials)
-                return [*out, (key, create, [("__debezium.oldkey", old_key)])]
+                return [
+                    *out,
+                    KafkaRecord(self.topic, key, create, [("__debezium.oldkey", old_key)]),
+                ]
         specials = {**old_specials, **new_specials}
-        return [(key, self._envelope(before, after, op, source, fields, specials), None)]
+        value = self._envelope(before, after, op, source, fields, specials)
+        return [KafkaRecord(self.topic, key, value)]
 
     def row(
         self,

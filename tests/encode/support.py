@@ -12,13 +12,15 @@ from typing import Any
 import fastavro
 
 from bridge.decode.messages import Relation, TupleData
-from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.events.model import Change
+from bridge.record import KafkaRecord
 from bridge.schema.table import TableCodec
 from tests.encode.oracle import Oracle
 
 BLOCK = SourceBlock("srv", "shop", "9.9")
 TX = TxSource(BLOCK, 731, 0x1_0000_0028, 0)
+TOPIC = "srv.public.t"  # of every record the tests encode
 NUMERIC_NAN = struct.pack(">hhHh", 0, 0, 0xC000, 0)  # numeric_send of NaN
 
 
@@ -38,10 +40,10 @@ def insert(relation: Relation, kind: int, row: tuple[bytes, ...]) -> Change:
     return change(relation, "c", None, TupleData(bytes([kind] * len(row)), row))
 
 
-def checked_records(table: TableCodec, c: Change) -> list[Record]:
+def checked_records(table: TableCodec, c: Change) -> list[KafkaRecord]:
     """The encoder's records of `c`, asserted equal byte for byte to the oracle's."""
-    got = ChangeEncoder(table, 7, 8).records(c, TX)
-    assert got == Oracle(table, 7, 8).records(c, TX)
+    got = ChangeEncoder(table, 7, 8, topic=TOPIC).records(c, TX)
+    assert got == Oracle(table, 7, 8, topic=TOPIC).records(c, TX)
     return got
 
 

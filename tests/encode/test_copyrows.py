@@ -26,11 +26,13 @@ from bridge.encode.copyrows import (
     text_lines,
     unpack_records,
 )
-from bridge.encode.records import ChangeEncoder, Record, SourceBlock, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.errors import ProtocolError
 from bridge.events.model import Change
+from bridge.record import KafkaRecord
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
+from tests.encode.support import TOPIC
 
 RELATION = Relation(
     None, 16384, "public", "items", "d", (Column(1, "id", 20, -1), Column(0, "body", 25, -1))
@@ -47,7 +49,7 @@ TEXT_KINDS = bytes((KIND_TEXT,)) * 2
 
 
 def encoder() -> ChangeEncoder:
-    return ChangeEncoder(TABLE, 7, 8)
+    return ChangeEncoder(TABLE, 7, 8, topic=TOPIC)
 
 
 def binary_row(*values: bytes | None) -> bytes:
@@ -63,15 +65,16 @@ def int8(n: int) -> bytes:
 
 def copy_records(
     data: bytes, binary: bool, blocks: int = 1, table: ChangeEncoder | None = None
-) -> tuple[list[Record], Change | None]:
+) -> tuple[list[KafkaRecord], Change | None]:
     """`data`'s records, fed to `CopyRows` whole or cut into `blocks` at row boundaries
     (binary COPY's header and first row together, as the server sends them), unpacked
     as the producing process unpacks them."""
-    rows = CopyRows(binary, table or encoder(), TX)
+    encoding = table or encoder()
+    rows = CopyRows(binary, encoding, TX)
     for block in cut(data, binary, blocks):
         rows.feed(block)
     packed, last = rows.finish()
-    return [(key, value, None) for key, value in unpack_records(packed)], last
+    return unpack_records(packed, encoding.topic), last
 
 
 def cut(data: bytes, binary: bool, blocks: int) -> list[bytes]:
@@ -92,11 +95,12 @@ def cut(data: bytes, binary: bool, blocks: int) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(starts)]
 
 
-def decoded(records: list[Record]) -> list[tuple[Any, str, Any, int]]:
+def decoded(records: list[KafkaRecord]) -> list[tuple[Any, str, Any, int]]:
     """(key, op, after, source.lsn) of each record."""
     out = []
-    for key, value, headers in records:
-        assert key is not None and value is not None and headers is None
+    for record in records:
+        key, value = record.key, record.value
+        assert key is not None and value is not None and record.headers is None
         env: Any = fastavro.schemaless_reader(io.BytesIO(value[5:]), ENVELOPE)
         k: Any = fastavro.schemaless_reader(io.BytesIO(key[5:]), KEY)
         assert env["source"]["snapshot"] == "true"
@@ -117,9 +121,10 @@ def test_binary_rows_are_encoded_as_the_streams_binary_tuples() -> None:
     assert without_ts(encoder().records(last, TX)) == without_ts(records[1:])
 
 
-def without_ts(records: list[Record]) -> list[tuple[bytes | None, dict[str, Any]]]:
+def without_ts(records: list[KafkaRecord]) -> list[tuple[bytes | None, dict[str, Any]]]:
     out = []
-    for key, value, _ in records:
+    for record in records:
+        key, value = record.key, record.value
         assert value is not None
         env: Any = fastavro.schemaless_reader(io.BytesIO(value[5:]), ENVELOPE)
         del env["ts_ms"]
@@ -230,18 +235,18 @@ def test_packed_records_are_the_encoders_records(bodies: list[str | None], keyed
     """What a snapshot reader packs, the producing process unpacks: each row's key and
     value as the encoder's `records` writes them, in order, a keyless table's None keys
     kept apart from values."""
-    table = ChangeEncoder(TABLE, 7 if keyed else None, 8)
+    table = ChangeEncoder(TABLE, 7 if keyed else None, 8, topic=TOPIC)
     data = b"".join(
         b"%d\t%s\n" % (n, b"\\N" if body is None else escaped(body))
         for n, body in enumerate(bodies)
     )
     records, _ = copy_records(data, False, table=table)
-    expected: list[Record] = []
+    expected: list[KafkaRecord] = []
     for n, body in enumerate(bodies):
         value = None if body is None else body.encode()
         new = TupleData(b"tn" if body is None else TEXT_KINDS, (b"%d" % n, value))
         change = Change("r", RELATION, "", None, new, 0, (), 0, None, SNAPSHOT_LSN)
         expected += table.records(change, TX)
-    assert [key for key, _, _ in records] == [key for key, _, _ in expected]
-    assert all(key is None for key, _, _ in records) != keyed or not records
+    assert [r.key for r in records] == [r.key for r in expected]
+    assert all(r.key is None for r in records) != keyed or not records
     assert without_ts(records) == without_ts(expected)

@@ -141,7 +141,7 @@ def test_mode_reads_back_as_documented(
     t = TableCodec(
         RELATION, StaticCatalog([HSTORE]), TableDetails(("id",), {}), CodecOptions(**options), "srv"
     )
-    [(_key, value, _)] = checked_records(t, insert(RELATION, kind, row))
+    (value,) = [r.value for r in checked_records(t, insert(RELATION, kind, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"] == {**DEFAULTS, **changed}
     assert envelope["special_values"] is None
@@ -174,7 +174,7 @@ def test_wide_numerics_are_written_unclamped(
     t = TableCodec(
         relation, StaticCatalog([]), TableDetails(("id",), {}), CodecOptions(**options), "srv"
     )
-    [(_key, value, _)] = checked_records(t, insert(relation, KIND_TEXT, (b"1", text)))
+    (value,) = [r.value for r in checked_records(t, insert(relation, KIND_TEXT, (b"1", text)))]
     envelope = envelope_of(t, value)
     assert envelope["after"] == {"id": 1, "v": expected}
     assert envelope["special_values"] is None

@@ -37,7 +37,7 @@ from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
 from tests.encode.oracle import Oracle
-from tests.encode.support import BLOCK, NUMERIC_NAN, TX, numeric_binary
+from tests.encode.support import BLOCK, NUMERIC_NAN, TOPIC, TX, numeric_binary
 
 pytestmark = pytest.mark.usefixtures("frozen_clock")
 
@@ -178,6 +178,7 @@ def both(encoder: ChangeEncoder, change: Change) -> tuple[Any, Any]:
         8,
         toast_mode=encoder.toast_mode,
         tombstones=encoder.tombstones,
+        topic=TOPIC,
     )
     try:
         want: Any = oracle.records(change, TX)
@@ -253,7 +254,7 @@ def test_encoder_equals_fastavro(
     tombstones: bool,
     toast_mode: Literal["list", "placeholder"],
 ) -> None:
-    encoder = ChangeEncoder(table, 7, 8, tombstones=tombstones, toast_mode=toast_mode)
+    encoder = ChangeEncoder(table, 7, 8, tombstones=tombstones, toast_mode=toast_mode, topic=TOPIC)
     if op in ("c", "r"):  # "r": a snapshot read
         c = change(op, None, new)
     elif op == "u":
@@ -271,7 +272,7 @@ def test_encoder_equals_fastavro(
 def test_ordinary_rows_are_encoded(new: TupleData) -> None:
     """Every insert with values that fit is encoded, unchanged TOASTed values included;
     the others are refused with the value error."""
-    got, want = both(ChangeEncoder(TABLE, 7, 8), change("c", None, new))
+    got, want = both(ChangeEncoder(TABLE, 7, 8, topic=TOPIC), change("c", None, new))
     if not fits(new):
         assert isinstance(got, ValueConversionError)
     else:
@@ -294,7 +295,7 @@ def test_every_column_in_the_key(
     table: TableCodec, op: str, row: TupleData, old: TupleData | None
 ) -> None:
     """With `old` (REPLICA IDENTITY FULL), an update's unchanged key values come from it."""
-    encoder = ChangeEncoder(table, 7, 8)
+    encoder = ChangeEncoder(table, 7, 8, topic=TOPIC)
     if op == "d":
         c = change("d", row, None, "K")
     elif op == "u" and old is not None:
@@ -327,7 +328,7 @@ def fits(row: TupleData) -> bool:
 
 
 def test_unchanged_toast_is_encoded_null_key_and_bad_utf8_are_value_errors() -> None:
-    encoder = ChangeEncoder(TABLE, 7, 8)
+    encoder = ChangeEncoder(TABLE, 7, 8, topic=TOPIC)
     width = len(COLUMNS)
     unchanged = TupleData(
         bytes([KIND_TEXT] + [KIND_UNCHANGED] * (width - 1)), (b"1",) + (None,) * (width - 1)
@@ -349,7 +350,7 @@ def test_unchanged_toast_is_encoded_null_key_and_bad_utf8_are_value_errors() -> 
 def test_column_count_mismatch_is_the_protocol_error() -> None:
     short = TupleData(bytes([KIND_TEXT]), (b"1",))
     with pytest.raises(ProtocolError):
-        ChangeEncoder(TABLE, 7, 8).records(change("c", None, short), TX)
+        ChangeEncoder(TABLE, 7, 8, topic=TOPIC).records(change("c", None, short), TX)
 
 
 def small_table(
@@ -357,7 +358,7 @@ def small_table(
 ) -> tuple[Relation, TableCodec, ChangeEncoder]:
     relation = Relation(None, 1, "public", "small", "d", columns)
     table = TableCodec(relation, StaticCatalog(), TableDetails(key, {}), DEFAULT_OPTIONS, "srv")
-    return relation, table, ChangeEncoder(table, 7, 8)
+    return relation, table, ChangeEncoder(table, 7, 8, topic=TOPIC)
 
 
 def test_composite_key_follows_primary_key_order_not_column_order() -> None:
@@ -378,7 +379,7 @@ def test_composite_key_follows_primary_key_order_not_column_order() -> None:
     )
     got, want = both(encoder, c)
     assert got == want
-    assert [value is None for _, value, _ in got] == [False, True, False]  # key changed
+    assert [r.value is None for r in got] == [False, True, False]  # key changed
     bodies = RowPlan(table).write(new.kinds, new.values)
     assert bodies[0] == b"\xd8\x04" + b"\x06x\xc3\xa9"  # b=300 then a="xé"
 
@@ -408,7 +409,7 @@ def test_binary_tuples() -> None:
         struct.pack(">hhhh", 1, 0, 0, 2) + struct.pack(">h", 42),
     )
     new = TupleData(bytes([KIND_BINARY] * 5), values)
-    got, want = both(ChangeEncoder(table, 7, 8), change_of(relation, new))
+    got, want = both(ChangeEncoder(table, 7, 8, topic=TOPIC), change_of(relation, new))
     assert got == want
 
 
@@ -438,7 +439,8 @@ def test_malformed_binary_values_are_value_errors(column: str, value: bytes) -> 
     at = names.index(column)
     kinds[at], values[at] = KIND_BINARY, value
     got, want = both(
-        ChangeEncoder(TABLE, 7, 8), change("c", None, TupleData(bytes(kinds), tuple(values)))
+        ChangeEncoder(TABLE, 7, 8, topic=TOPIC),
+        change("c", None, TupleData(bytes(kinds), tuple(values))),
     )
     assert isinstance(want, Exception)
     assert isinstance(got, ValueConversionError)
@@ -454,9 +456,8 @@ def test_decimal_value_in_the_row() -> None:
     width = len(COLUMNS)
     kinds = bytes([KIND_TEXT] + [KIND_NULL] * 4 + [KIND_TEXT] + [KIND_NULL] * (width - 6))
     values = (b"5", None, None, None, None, b"12.34") + (None,) * (width - 6)
-    [(_key, value, _headers)] = ChangeEncoder(TABLE, 7, 8).records(
-        change("c", None, TupleData(kinds, values)), TX
-    )
+    encoder = ChangeEncoder(TABLE, 7, 8, topic=TOPIC)
+    (value,) = [r.value for r in encoder.records(change("c", None, TupleData(kinds, values)), TX)]
     assert value is not None
     row: Any = fastavro.schemaless_reader(
         io.BytesIO(value[5:]), fastavro.parse_schema(TABLE.envelope_schema)

@@ -13,12 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.decode.messages import KIND_NULL, KIND_TEXT, KIND_UNCHANGED, Column, Relation, TupleData
-from bridge.encode.records import ChangeEncoder, Record, SourceBlock, ToastMode, TxSource
+from bridge.encode.records import ChangeEncoder, SourceBlock, ToastMode, TxSource
 from bridge.errors import SchemaError, ValueConversionError
 from bridge.events.model import Change
+from bridge.record import KafkaRecord
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
+from tests.encode.support import TOPIC
 
 KEY_ID, VALUE_ID = 7, 8
 RELATION = Relation(
@@ -52,9 +54,9 @@ def change(
     return Change(op, RELATION, kind, old, new, 0, (RELATION,), 0, None, CHANGE_LSN)
 
 
-def encode(c: Change, toast_mode: ToastMode = "list", tombstones: bool = True) -> list[Record]:
+def encode(c: Change, toast_mode: ToastMode = "list", tombstones: bool = True) -> list[KafkaRecord]:
     return ChangeEncoder(
-        TABLE, KEY_ID, VALUE_ID, toast_mode=toast_mode, tombstones=tombstones
+        TABLE, KEY_ID, VALUE_ID, toast_mode=toast_mode, tombstones=tombstones, topic=TOPIC
     ).records(c, TX)
 
 
@@ -64,10 +66,11 @@ def read(payload: bytes | None, schema: Any, schema_id: int) -> Any:
     return fastavro.schemaless_reader(io.BytesIO(payload[5:]), schema)
 
 
-def shapes(records: list[Record]) -> list[tuple[Any, Any]]:
+def shapes(records: list[KafkaRecord]) -> list[tuple[Any, Any]]:
     """(key, (op, before, after, unchanged_fields)) per record; value None = tombstone."""
     out = []
-    for key, value, _ in records:
+    for record in records:
+        key, value = record.key, record.value
         env = None if value is None else read(value, ENVELOPE, VALUE_ID)
         summary = env and (env["op"], env["before"], env["after"], env["unchanged_fields"])
         out.append((key and read(key, KEY, KEY_ID), summary))
@@ -81,7 +84,7 @@ def row(id_: int, body: str | None, x: int | None = None) -> dict[str, Any]:
 def test_insert_is_framed_and_carries_the_source_block() -> None:
     (record,) = encode(change("c", new=tup(b"1", b"a", b"5")))
     assert shapes([record]) == [({"id": 1}, ("c", None, row(1, "a", 5), None))]
-    source = read(record[1], ENVELOPE, VALUE_ID)["source"]
+    source = read(record.value, ENVELOPE, VALUE_ID)["source"]
     assert (source["schema"], source["table"], source["txId"], source["lsn"]) == (
         "public",
         "items",
@@ -95,10 +98,10 @@ def test_insert_is_framed_and_carries_the_source_block() -> None:
 def test_sequence_is_debeziums_last_commit_and_own_lsn() -> None:
     """Debezium's SourceInfo.sequence(): ["<last commit LSN>", "<this LSN>"] as strings."""
     tx = TxSource(SourceBlock("srv", "shop", "9.9"), 731, 0x1_0000_0028, 0, 0x1_0000_0008)
-    records = ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(
+    records = ChangeEncoder(TABLE, KEY_ID, VALUE_ID, topic=TOPIC).records(
         change("c", new=tup(b"1", None, None)), tx
     )
-    source = read(records[0][1], ENVELOPE, VALUE_ID)["source"]
+    source = read(records[0].value, ENVELOPE, VALUE_ID)["source"]
     assert json.loads(source["sequence"]) == [str(0x1_0000_0008), str(CHANGE_LSN)]
 
 
@@ -120,11 +123,11 @@ def test_a_primary_key_change_is_delete_tombstone_create() -> None:
     ]
 
 
-def headers(records: list[Record]) -> list[Any]:
+def headers(records: list[KafkaRecord]) -> list[Any]:
     """Per record: None, or its headers as (name, decoded key)."""
     return [
-        None if found is None else [(name, read(data, KEY, KEY_ID)) for name, data in found]
-        for _, _, found in records
+        None if r.headers is None else [(name, read(data, KEY, KEY_ID)) for name, data in r.headers]
+        for r in records
     ]
 
 
@@ -138,9 +141,9 @@ def test_a_primary_key_change_links_both_keys_in_debezium_headers() -> None:
         [("__debezium.newkey", {"id": 2})],
         [("__debezium.oldkey", {"id": 1})],
     ]
-    (delete_key, _, to_new), (_, _, tomb_to_new), (create_key, _, to_old) = records
-    assert to_new == tomb_to_new == [("__debezium.newkey", create_key)]
-    assert to_old == [("__debezium.oldkey", delete_key)]
+    delete, tombstone, create = records
+    assert delete.headers == tombstone.headers == [("__debezium.newkey", create.key)]
+    assert create.headers == [("__debezium.oldkey", delete.key)]
     assert shapes(records)[2] == ({"id": 2}, ("c", None, row(2, None), ["body"]))
     full = change("u", old=tup(b"1", b"big", b"3"), new=tup(b"2", UNCHANGED, b"3"), kind="O")
     records = encode(full)  # REPLICA IDENTITY FULL: the create is complete, still linked
@@ -168,7 +171,7 @@ def test_only_a_key_change_carries_headers() -> None:
         change("t"),
     ]
     for c in changes:
-        assert all(found is None for _, _, found in encode(c)), c.op
+        assert all(r.headers is None for r in encode(c)), c.op
 
 
 def test_unchanged_toast_listed_or_placeholder() -> None:
@@ -252,6 +255,8 @@ def test_source_block_refuses_values_outside_the_schema() -> None:
     with pytest.raises(ValueError):
         tx.block_for(b"", 1)
     with pytest.raises(SchemaError, match=r"public\.items: the source block"):
-        ChangeEncoder(TABLE, KEY_ID, VALUE_ID)._source_block(tx, 1)
+        ChangeEncoder(TABLE, KEY_ID, VALUE_ID, topic=TOPIC)._source_block(tx, 1)
     with pytest.raises(SchemaError):
-        ChangeEncoder(TABLE, KEY_ID, VALUE_ID).records(change("c", new=tup(b"1", b"a", None)), tx)
+        ChangeEncoder(TABLE, KEY_ID, VALUE_ID, topic=TOPIC).records(
+            change("c", new=tup(b"1", b"a", None)), tx
+        )

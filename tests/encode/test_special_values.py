@@ -130,7 +130,7 @@ def records(t: TableCodec, op: str, old: TupleData | None, new: TupleData | None
 )
 def test_default_clamps_and_names_each_special_value(kind: int, row: tuple[bytes, ...]) -> None:
     t = table(CodecOptions())
-    [(_key, value, _)] = checked_records(t, insert(RELATION, kind, row))
+    (value,) = [r.value for r in checked_records(t, insert(RELATION, kind, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"] == CLAMPED_AFTER
     assert envelope["special_values"] == SPECIALS
@@ -139,7 +139,7 @@ def test_default_clamps_and_names_each_special_value(kind: int, row: tuple[bytes
 def test_ordinary_rows_have_no_special_values() -> None:
     t = table(CodecOptions())
     row = TEXT_ROWS[1]
-    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
     envelope = envelope_of(t, value)
     assert envelope["special_values"] is None
     assert envelope["after"]["ts"] == dt.datetime(2020, 1, 1)  # local-timestamp-micros: naive
@@ -150,7 +150,7 @@ def test_bc_and_far_future_values_clamp_with_their_text() -> None:
     t = table(CodecOptions())
     row = (b"3", b"4713-01-01 BC", b"00:00:00", b"12000-01-01 00:00:00",
            b"0044-03-15 12:00:00+00 BC", b"-Infinity", b"{0001-01-01}", b"NaN")  # fmt: skip
-    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"]["d"] == dt.date(1, 1, 1)
     assert envelope["after"]["ts"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999_999)
@@ -170,7 +170,7 @@ def test_timestamptz_keeps_a_day_inside_for_local_time_conversions() -> None:
     t = table(CodecOptions())
     row = (b"4", b"0001-01-01", b"00:00:00", b"0001-01-01 00:00:00", b"0001-01-02 12:00:00+00",
            b"1", b"{}", b"1")  # fmt: skip
-    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"]["d"] == dt.date(1, 1, 1)
     assert envelope["after"]["ts"] == dt.datetime(1, 1, 1)
@@ -182,12 +182,12 @@ def test_update_and_delete_name_before_and_after() -> None:
     t = table(CodecOptions())
     kinds = bytes([KIND_TEXT] * 8)
     old, new = TupleData(kinds, TEXT_ROWS[0]), TupleData(kinds, (b"1", *TEXT_ROWS[1][1:]))
-    [(_k, update, _)] = records(t, "u", old, new)
+    (update,) = [r.value for r in records(t, "u", old, new)]
     assert envelope_of(t, update)["special_values"] == {
         "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
     }
     delete = records(t, "d", old, None)
-    assert envelope_of(t, delete[0][1])["special_values"] == {
+    assert envelope_of(t, delete[0].value)["special_values"] == {
         "before." + k.removeprefix("after."): v for k, v in SPECIALS.items()
     }
 
@@ -198,7 +198,7 @@ def test_key_change_splits_before_and_after_specials() -> None:
     old = TupleData(kinds, TEXT_ROWS[0])
     new = TupleData(kinds, (b"9", *TEXT_ROWS[0][1:]))
     out = records(t, "u", old, new)
-    assert [envelope_of(t, v)["special_values"] for _, v, _ in out if v is not None] == [
+    assert [envelope_of(t, r.value)["special_values"] for r in out if r.value is not None] == [
         {"before." + k.removeprefix("after."): v for k, v in SPECIALS.items()},
         SPECIALS,
     ]
@@ -207,7 +207,7 @@ def test_key_change_splits_before_and_after_specials() -> None:
 def test_clamped_date_in_the_key() -> None:
     t = table(CodecOptions(), key=("d",))
     row = TEXT_ROWS[0]
-    [(key, _value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    (key,) = [r.key for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
     assert key is not None
     assert fastavro.schemaless_reader(io.BytesIO(key[5:]), t.key_schema) == {
         "d": dt.date(9999, 12, 31)
@@ -221,7 +221,7 @@ def test_sentinel_mode_keeps_debeziums_extremes(kind: int, row: tuple[bytes, ...
     """avro.out_of_range sentinel: int32/int64 extremes and 24:00:00 as written before;
     NaN stays listed (it is null in the decimal either way)."""
     t = table(CodecOptions(out_of_range="sentinel", timestamp_mode="instant"))
-    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, kind, row))]
     raw_schema = {**t.envelope_schema}
     envelope = fastavro.schemaless_reader(
         io.BytesIO(value[5:]), fastavro.parse_schema(_no_logical(raw_schema))
@@ -274,7 +274,7 @@ def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) ->
     null element, as a scalar NaN is null: the array's text in special_values tells it
     from the NULL beside it."""
     t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
-    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, kind, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None, None]
     assert envelope["special_values"] == {"after.na": "{1.50,NaN,NULL}"}
@@ -283,7 +283,7 @@ def test_nan_in_a_numeric_array_is_named(kind: int, row: tuple[bytes, bytes]) ->
 def test_numeric_array_without_nan_has_no_special_values() -> None:
     t = table(TYPED_ARRAYS, relation=NUMERIC_ARRAY)
     row = (b"1", b"{1.5,NULL}")
-    [(_key, value, _)] = checked_records(t, insert(t.relation, KIND_TEXT, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == [Decimal("1.50"), None]
     assert envelope["special_values"] is None
@@ -300,7 +300,7 @@ def test_numeric_array_elements_are_text_by_default(kind: int, row: tuple[bytes,
     """avro.array_mode portable: numeric(p,s) elements are their exact text (the form
     Debezium's JDBC sink can bind), so NaN needs no special_values entry."""
     t = table(CodecOptions(), relation=NUMERIC_ARRAY)
-    [(_key, value, _)] = checked_records(t, insert(t.relation, kind, row))
+    (value,) = [r.value for r in checked_records(t, insert(t.relation, kind, row))]
     envelope = envelope_of(t, value)
     assert envelope["after"]["na"] == ["1.50", "NaN", None]
     assert envelope["special_values"] is None

@@ -93,7 +93,7 @@ def _serve(
             feed.send(chunk)
         kind, answered, packed, _last = answers_in.recv()
         assert kind == "chunk"
-        answers.append((answered, [key for key, _ in unpack_records(packed)]))
+        answers.append((answered, [r.key for r in unpack_records(packed, "t")]))
     if not ahead:
         feed.send(None)
     thread.join(30)
@@ -116,7 +116,7 @@ def _keys_by_chunk(
         keys = []
         for chunk in planned:
             packed, _ = reader.read_records(conn, job, chunk, source)
-            keys.append([key for key, _ in unpack_records(packed)])
+            keys.append([r.key for r in unpack_records(packed, "t")])
         return keys, registry.known()
     finally:
         conn.close()

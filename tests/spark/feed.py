@@ -22,10 +22,11 @@ from bridge.decode.messages import (
     Relation,
     TupleData,
 )
-from bridge.encode.records import Record, SourceBlock, TxSource
+from bridge.encode.records import SourceBlock, TxSource
 from bridge.encoders import EncoderCache
 from bridge.events.model import Change
 from bridge.kafka.registry import Registry
+from bridge.record import KafkaRecord
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import ColumnDetails, TableDetails
 
@@ -60,7 +61,7 @@ class TableFeed:
         self._relation = self._new_relation()
         self.lsn = 0x1_0000_0000
         self.xid = 700
-        self.produced: list[Record] = []
+        self.produced: list[KafkaRecord] = []
         admin = AdminClient({"bootstrap.servers": bootstrap})
         futures = admin.create_topics([NewTopic(self.topic, partitions, 1)])
         futures[self.topic].result(timeout=30)
@@ -150,18 +151,17 @@ class TableFeed:
         self.lsn += 0x100
         self.xid += 1
         tx = TxSource(_BLOCK, self.xid, self.lsn, 800_000_000_000_000 + self.lsn)
-        topic, encoder = self.encoders.get(self._relation)
+        _, encoder = self.encoders.get(self._relation)
         for n, (op, old, new) in enumerate(changes):
-            for record in encoder.records(self._change(op, old, new, n), tx):
-                self.send([record], topic)
+            self.send(encoder.records(self._change(op, old, new, n), tx))
         self.flush()
         return self.lsn
 
-    def send(self, records: Sequence[Record], topic: str | None = None) -> None:
-        for key, value, headers in records:
-            extra = {} if headers is None else {"headers": headers}
-            self.producer.produce(topic or self.topic, key=key, value=value, **extra)
-            self.produced.append((key, value, headers))
+    def send(self, records: Sequence[KafkaRecord]) -> None:
+        for record in records:
+            extra = {} if record.headers is None else {"headers": record.headers}
+            self.producer.produce(record.topic, key=record.key, value=record.value, **extra)
+            self.produced.append(record)
 
     def flush(self) -> None:
         assert self.producer.flush(30) == 0

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from bridge.errors import SchemaError
+from bridge.record import KafkaRecord
 from bridge.spark.apply import apply_batch
 from bridge.spark.reader import Mode, read_changes
 
@@ -120,10 +121,10 @@ def test_options_sequence_and_quarantine(
         feed.insert({"id": "1", "a": "1", "b": "1", "c": "secret"}),
         feed.update({"id": "1", "a": None, "b": "2", "c": "secret"}),
     )
-    good_value = feed.produced[-1][1]
+    good_value = feed.produced[-1].value
     assert good_value is not None
     broken = [b"not avro", b"\x00\x7f\xff\xff\xf0" + good_value[5:], good_value[:5] + b"\xff"]
-    feed.send([(b"k", value, None) for value in broken])
+    feed.send([KafkaRecord(feed.topic, b"k", value) for value in broken])
     feed.flush()
     feed.commit(feed.insert({"id": "2", "a": "5", "b": None, "c": "x"}))
 
