@@ -83,12 +83,16 @@ class FakeConnection:
 
 
 class FakeClient:
-    """librdkafka's Producer: records wait for `poll`, which reports them delivered."""
+    """librdkafka's Producer: records wait for `poll`, which reports them delivered; those
+    of `fail_topic` or with the value `fail_value` failed. The record with the value
+    `held` gets no report until `held` is set to None."""
 
     def __init__(self, config: dict[str, Any], fail_topic: str | None = None) -> None:
         self.queued: list[tuple[str, bytes | None, bytes | None, Any]] = []
         self.delivered: list[tuple[str, bytes | None, bytes | None]] = []
         self.fail_topic = fail_topic
+        self.fail_value: bytes | None = None
+        self.held: bytes | None = None
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, cb: Any) -> None:
         self.queued.append((topic, key, value, cb))
@@ -96,15 +100,19 @@ class FakeClient:
     def poll(self, timeout: float = 0.0) -> int:
         queued, self.queued = self.queued, []
         for topic, key, value, callback in queued:
-            error = FakeError() if topic == self.fail_topic else None
+            if value is not None and value == self.held:
+                self.queued.append((topic, key, value, callback))
+                continue
+            failed = topic == self.fail_topic or (value is not None and value == self.fail_value)
+            error = FakeError() if failed else None
             callback(error, FakeRecord(topic, value))
             if error is None:
                 self.delivered.append((topic, key, value))
-        return len(queued)
+        return len(queued) - len(self.queued)
 
     def flush(self, timeout: float) -> int:
         self.poll()
-        return 0
+        return len(self.queued)
 
     def purge(self) -> None:
         self.queued.clear()
@@ -349,6 +357,52 @@ def test_a_failed_delivery_stops_without_acknowledging_its_transaction(tmp_path:
         run.pipeline.run()
     assert all(struct.unpack(">cQQQQB", w)[2] < 0x200 for w in run.conn.written)
     assert run.closed == ["resources"]
+
+
+def test_a_record_failing_mid_transaction_stops_below_its_transaction(tmp_path: Path) -> None:
+    """One failed report among a transaction's 100 records, the records before and after
+    it delivered: the flush position never reaches that transaction, whatever the order
+    in which reports come (a batched produce path must keep this)."""
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, *range(2, 102))
+    messages += transaction(9, 0x400, 102)
+    run = Harness(tmp_path, messages)
+    assert run.client is not None
+    run.client.fail_value = b"row 51"
+    with pytest.raises(DeliveryError, match="test: refused"):
+        run.pipeline.run()
+    assert run.pipeline.stream.status.flushed <= 0x200
+    assert all(struct.unpack(">cQQQQB", w)[2] <= 0x200 for w in run.conn.written)
+    assert (b"row 52" in _delivered_rows(run)) or (b"row 50" in _delivered_rows(run))
+
+
+def test_a_transaction_with_one_record_undelivered_is_not_acknowledged(tmp_path: Path) -> None:
+    """Every report of transaction 8 but one arrived, and all of transaction 9's: the
+    position stays at transaction 7 until the last report of 8 comes, then passes both."""
+    messages = transaction(7, 0x200, 1) + transaction(8, 0x300, *range(2, 102))
+    messages += transaction(9, 0x400, 102)
+    run = Harness(tmp_path, messages)
+    client = run.client
+    assert client is not None
+    client.held = b"row 60"
+    seen: list[int] = []  # the position while 8 lacked a report, once 9 was delivered
+    turns = 0
+
+    def on_empty() -> None:  # the stream is idle: the pipeline polls and acknowledges
+        nonlocal turns
+        turns += 1
+        assert turns < 100_000, "the position never followed the last report"
+        flushed = run.pipeline.stream.status.flushed
+        if client.held is not None:
+            if b"row 102" in _delivered_rows(run):  # acknowledged in the poll's turn
+                seen.append(flushed)
+                client.held = None
+        elif flushed == 0x400:
+            run.pipeline.stop()
+
+    run.conn.on_empty = on_empty
+    run.pipeline.run()
+    assert seen == [0x200]
+    assert run.conn.flushed() == 0x400
 
 
 class _Dropped(FakeConnection):
