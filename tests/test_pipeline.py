@@ -385,12 +385,8 @@ def test_a_transaction_with_one_record_undelivered_is_not_acknowledged(tmp_path:
     assert client is not None
     client.held = b"row 60"
     seen: list[int] = []  # the position while 8 lacked a report, once 9 was delivered
-    turns = 0
 
     def on_empty() -> None:  # the stream is idle: the pipeline polls and acknowledges
-        nonlocal turns
-        turns += 1
-        assert turns < 100_000, "the position never followed the last report"
         flushed = run.pipeline.stream.status.flushed
         if client.held is not None:
             if b"row 102" in _delivered_rows(run):  # acknowledged in the poll's turn
