@@ -85,6 +85,71 @@ def postgres_cpu(conn: psycopg.Connection[Any]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _tree(root: int) -> list[int]:
+    """`root` and every process below it, now."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of one process (0 once it ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), None)
+    return 0 if line is None else int(line.split()[1]) * 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of a live process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class TreeSampler:
+    """Peak resident memory of a process and its children, sampled every 20 ms (a peak
+    between two samples is missed; `ru_maxrss` of wait4, printed beside it, is the
+    process's own exact high-water mark)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        pids = [self.pid]
+        turn = 0
+        while not self._stop.wait(0.02):
+            if turn % 25 == 0:  # the tree again twice a second: /proc is slow to walk
+                pids = _tree(self.pid)
+            turn += 1
+            self.peak = max(self.peak, sum(_rss(p) for p in pids))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+# verify's INFO line once a table's topic is read (bridge.verify.run): the CPU it used up
+# to then is the topic side's
+TOPIC_READ = ": topic read"
+
+
 def timed(
     config: Path, conn: psycopg.Connection[Any], what: str, limit_mb: int | None
 ) -> dict[str, Any]:
@@ -96,26 +161,50 @@ def timed(
     if limit_mb is not None:
         command += ["--memory-limit-mb", str(limit_mb)]
     t0 = time.monotonic()
-    with tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
-        assert process.stdout is not None
-        out = process.stdout.read()
-        _, status, usage = os.wait4(process.pid, 0)  # the child's own CPU and peak RSS
-        process.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.monotonic() - t0
-        if process.returncode not in (0, 1):
-            err.seek(0)
-            raise SystemExit(f"bridge verify failed ({process.returncode}): {err.read().decode()}")
+    env = {**os.environ, "BRIDGE_LOG__LEVEL": "INFO"}  # its progress lines, for TOPIC_READ
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert process.stdout is not None and process.stderr is not None
+    sampler = TreeSampler(process.pid)
+    err: list[str] = []
+    topic_cpu: list[float] = []
+
+    def read_err() -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.decode(errors="replace")
+            if TOPIC_READ in line and not topic_cpu:
+                topic_cpu.append(cpu_seconds(process.pid))
+            err.append(line)
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    out = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)  # the child's own CPU and peak RSS
+    reader.join()
+    tree_peak = sampler.stop()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.monotonic() - t0
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"bridge verify failed ({process.returncode}): {''.join(err)}")
     (t,) = json.loads(out)["tables"]
     used = usage.ru_utime + usage.ru_stime
     pg_used = postgres_cpu(conn) - pg_before
     conn.execute("SELECT pg_stat_clear_snapshot()")
     rows = t["rows"]
+    records = t["kafka_records"]
     where = "on disk" if t["kafka_state_on_disk"] else "in memory"
+    topic = (
+        f"topic side {topic_cpu[0]:.1f}s = {topic_cpu[0] / records * 1e6:.1f} µs/record; "
+        if topic_cpu and records
+        else ""
+    )
     print(
-        f"{what}, states {where}: {rows:,} rows, {t['kafka_records']:,} records in "
+        f"{what}, states {where}: {rows:,} rows, {records:,} records in "
         f"{seconds:.1f}s = {rows / seconds:,.0f} rows/s; verify CPU {used:.1f}s = "
-        f"{used / rows * 1e6:.1f} µs/row, peak RSS {usage.ru_maxrss / 2**10:,.0f} MiB; "
+        f"{used / rows * 1e6:.1f} µs/row ({topic}the rest "
+        f"{(used - (topic_cpu or [0.0])[0]) / rows * 1e6:.1f} µs/row); peak RSS of the "
+        f"process tree {tree_peak / 2**20:,.0f} MiB (sampled), ru_maxrss "
+        f"{usage.ru_maxrss / 2**10:,.0f} MiB; "
         f"{t['rows_decoded']:,} rows decoded; missing {t['missing']}, ghosts {t['ghosts']}, "
         f"different {t['different']}; PostgreSQL tuples returned {returned(conn) - before:,}, "
         f"PostgreSQL CPU {pg_used:.1f}s = {pg_used / rows * 1e6:.1f} µs/row; "
