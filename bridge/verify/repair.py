@@ -41,17 +41,17 @@ from typing import Any
 import fastavro
 import psycopg
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from psycopg import sql
 
 from bridge import __version__
 from bridge.config import Config
 from bridge.errors import ConfigError, VerifyError
-from bridge.kafka.registry import Registry, subject_name
+from bridge.kafka.registry import open_registry, subject_name
 from bridge.snapshot.store import DONE, ProgressStore
 from bridge.source import libpq
 from bridge.verify.compare import TableResult
 from bridge.verify.run import Verification, await_delivered
+from bridge.verify.schemas import is_local
 from bridge.verify.state import Decoder, TopicState, raw_schema
 from bridge.verify.store import Kept
 from bridge.verify.topic import read_topic
@@ -208,11 +208,7 @@ def _produce_deletes(
     assert job is not None
     codec = job.encoder.table
     envelope = codec.envelope_schema
-    registry = Registry(
-        SchemaRegistryClient(cfg.registry.client_config()), cfg.avro.subject_strategy
-    )
-    subject = subject_name(registry.strategy, result.topic, f"{codec.namespace}.Envelope", False)
-    value_id = registry.register(subject, envelope, table=result.table)
+    value_id = _registered_id(cfg, result, codec.namespace, job.encoder.value_id, envelope)
     writer = fastavro.parse_schema(raw_schema(envelope))
     namespace, name = result.table.split(".", 1)
     now_ms = time.time_ns() // 1_000_000
@@ -265,6 +261,19 @@ def _produce_deletes(
             f"{left} ghost delete(s) to {result.topic} unconfirmed: {'; '.join(failed[:3])}",
             hint="check Kafka and the role's WRITE permission on the topic, then verify again",
         )
+
+
+def _registered_id(
+    cfg: Config, result: TableResult, namespace: str, found: int, envelope: dict[str, Any]
+) -> int:
+    """The envelope's id as verify looked it up (`found`), or, for a schema the registry
+    does not hold yet (a local id, `bridge.verify.schemas`), its id once registered: a
+    record produced here must carry a registered one."""
+    if not is_local(found):
+        return found
+    registry = open_registry(cfg)
+    subject = subject_name(registry.strategy, result.topic, f"{namespace}.Envelope", False)
+    return registry.register(subject, envelope, table=result.table)
 
 
 def _record(schema: dict[str, Any], field: str) -> dict[str, Any]:

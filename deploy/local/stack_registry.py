@@ -8,7 +8,10 @@ Optionally secured (tests/security): `tls` serves HTTPS only (Quarkus TLS settin
 disabled). `auth` turns on the registry's own authentication, which in Apicurio 2.4 is OpenID
 Connect only: a bearer token checked against the issuer, or HTTP basic credentials that the
 registry exchanges for a token at the issuer's token endpoint (client-credentials grant) — the
-form Confluent clients' `basic.auth.user.info` uses. It has no local user list.
+form Confluent clients' `basic.auth.user.info` uses. It has no local user list. With
+`roles` the registry also authorizes by role, as a production Apicurio behind Keycloak does:
+the token's roles (its `groups` claim) must name `sr-admin` (everything), `sr-developer`
+(register schemas, read) or `sr-readonly` (read only, e.g. a `bridge verify` CronJob).
 
 `host` is the one address it listens on (fault tests: the end of a veth link).
 """
@@ -42,6 +45,7 @@ class RegistryAuth(NamedTuple):
     token_endpoint: str
     user: str  # client id / secret, sent as HTTP basic credentials
     password: str
+    roles: bool = False  # authorize by the token's roles (sr-admin, sr-developer, sr-readonly)
 
 
 def registry_dist(java_home: Path, log_path: Path) -> Path:
@@ -115,6 +119,11 @@ class Registry:
                 f"-Dregistry.auth.token.endpoint={self.auth.token_endpoint}",
                 "-Dregistry.auth.basic-auth-client-credentials.enabled=true",
             ]
+            if self.auth.roles:
+                args += [
+                    "-Dregistry.auth.role-based-authorization=true",
+                    "-Dregistry.auth.role-source=token",
+                ]
         return args
 
     def install(self, java_home: Path) -> None:

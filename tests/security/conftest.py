@@ -2,11 +2,14 @@
 
 Session scope (started on first use):
     credentials   what the bridge logs in with: a Kafka SCRAM user, a registry client.
+    registry_reader  a registry client with the read-only role (sr-readonly): what a
+                  `bridge verify` CronJob may be given.
     oidc_issuer   tests/security/oidc.py, the identity provider the registry checks logins with.
     secure_stack  deploy/local/stack.py `Stack(tls=True, ...)`: PostgreSQL that refuses TCP
                   without TLS (hostssl / hostnossl reject), Kafka with one SASL_SSL listener
-                  (SCRAM-SHA-512), the registry on HTTPS only with basic auth; every certificate
-                  from the test CA `secure_stack.ca` (SAN 127.0.0.1 and localhost).
+                  (SCRAM-SHA-512), the registry on HTTPS only with basic auth and roles (the
+                  bridge's client sr-developer, the stack's sr-admin); every certificate from
+                  the test CA `secure_stack.ca` (SAN 127.0.0.1 and localhost).
 
 Function scope:
     secure_db     a fresh database on the secured PostgreSQL, dropped (slots first) afterwards.
@@ -41,8 +44,17 @@ def credentials() -> Credentials:
 
 
 @pytest.fixture(scope="session")
-def oidc_issuer(credentials: Credentials) -> Iterator[OidcIssuer]:
-    issuer = OidcIssuer({credentials.registry_user: credentials.registry_password})
+def registry_reader() -> tuple[str, str]:
+    return "bridge-verify", f"read-{secrets.token_hex(12)}"
+
+
+@pytest.fixture(scope="session")
+def oidc_issuer(credentials: Credentials, registry_reader: tuple[str, str]) -> Iterator[OidcIssuer]:
+    reader, reader_password = registry_reader
+    issuer = OidcIssuer(
+        {credentials.registry_user: credentials.registry_password, reader: reader_password},
+        {credentials.registry_user: ["sr-developer"], reader: ["sr-readonly"]},
+    )
     try:
         yield issuer
     finally:
@@ -54,11 +66,12 @@ def secure_stack(credentials: Credentials, oidc_issuer: OidcIssuer) -> Iterator[
     module = load_stack_module()
     admin, admin_password = "stack-admin", secrets.token_hex(12)
     oidc_issuer.clients[admin] = admin_password
+    oidc_issuer.roles[admin] = ["sr-admin"]
     stack = module.Stack(
         tls=True,
         kafka_users={credentials.kafka_user: credentials.kafka_password},
         registry_auth=module.RegistryAuth(
-            oidc_issuer.url, oidc_issuer.token_endpoint, admin, admin_password
+            oidc_issuer.url, oidc_issuer.token_endpoint, admin, admin_password, roles=True
         ),
     )
     stack.start()

@@ -34,10 +34,16 @@ def _uint(n: int) -> str:
 
 
 class OidcIssuer:
-    """Serves `/.well-known/openid-configuration`, `/jwks` and `/token` until `stop()`."""
+    """Serves `/.well-known/openid-configuration`, `/jwks` and `/token` until `stop()`.
 
-    def __init__(self, clients: Mapping[str, str]) -> None:
+    `roles`: client id -> the roles its tokens carry (the `groups` claim, where Quarkus, and
+    so the registry, reads them; Keycloak's `realm_access.roles` too)."""
+
+    def __init__(
+        self, clients: Mapping[str, str], roles: Mapping[str, list[str]] | None = None
+    ) -> None:
         self.clients = dict(clients)
+        self.roles = dict(roles or {})
         self.requests: list[str] = []  # "METHOD path" of each request, in order
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._kid = secrets.token_hex(8)
@@ -82,6 +88,8 @@ class OidcIssuer:
             "iat": now,
             "exp": now + TOKEN_LIFETIME_S,
             "jti": secrets.token_hex(8),
+            "groups": self.roles.get(client_id, []),
+            "realm_access": {"roles": self.roles.get(client_id, [])},
         }
         header = {"alg": "RS256", "typ": "JWT", "kid": self._kid}
         signing_input = (
