@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 from compiled import ROOT, stale_build_message
+from hypothesis import HealthCheck, settings
 from stack_module import load_stack_module
 
 if TYPE_CHECKING:
@@ -51,6 +52,12 @@ if TYPE_CHECKING:
 
 # `servers`, `server_db`, `server_conn`: a test run on PostgreSQL 15 and on 18 (tests/servers.py)
 pytest_plugins = ("servers",)
+
+# No test asserts a time: hypothesis's per-example deadline and its
+# too-slow health check are clocks, and on a loaded 2-core machine they fail tests whose
+# properties hold. Every property test runs under this profile unless it sets its own.
+settings.register_profile("no_clock", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("no_clock")
 
 STACK_FIXTURES = {
     "stack",
