@@ -16,8 +16,11 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from types import FrameType
 
+import psycopg
+
 from bridge.config import Config
 from bridge.encoders import EncoderCache, encoder_cache
+from bridge.errors import SourceError
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.kafka.acks import AckTracker
@@ -79,12 +82,20 @@ def run_pipeline(cfg: Config) -> None:
                 log.info("stopped while standing by")
                 return
             held.callback(lease.close)
-        pipeline = build_pipeline(cfg, metrics, lease)
-        if lease is not None:
-            metrics.tick()  # built: from here a loop that stops moving lets the lease lapse
-            lease.watch(lambda: not metrics.stalled())
-        stopper.attach(pipeline)
-        pipeline.run()
+        try:
+            pipeline = build_pipeline(cfg, metrics, lease)
+            if lease is not None:
+                metrics.tick()  # built: from here a loop that stops moving lets the lease lapse
+                lease.watch(lambda: not metrics.stalled())
+            stopper.attach(pipeline)
+            pipeline.run()
+        except psycopg.OperationalError as exc:
+            # A catalog query (a new table's key columns, a type, TOAST re-select) on a
+            # connection the server closed: the same stop as the stream's own loss.
+            raise SourceError(
+                f"the connection to PostgreSQL was lost: {' '.join(str(exc).split())}",
+                hint="the bridge exits; on restart it resumes from the slot's confirmed_flush_lsn",
+            ) from None
 
 
 class _Stopper:
