@@ -137,11 +137,11 @@ def _check_runs(build: PgBuild, version: str, log_path: Path) -> str:
 def stage(build: PgBuild, dest: Path) -> PgBuild:
     """Hard-link the build under `dest` (copy across file systems); symlinks stay relative."""
     for part in LAYOUT:
-        shutil.copytree(build.root / part, dest / part, symlinks=True, copy_function=_link)
+        shutil.copytree(build.root / part, dest / part, symlinks=True, copy_function=link_or_copy)
     return PgBuild.at(dest, build.server_version)
 
 
-def _link(source: str, dest: str) -> None:
+def link_or_copy(source: str, dest: str) -> None:
     try:
         os.link(source, dest)
     except OSError:
@@ -151,7 +151,15 @@ def _link(source: str, dest: str) -> None:
 class NpmPostgres(Postgres):
     """`Postgres` on the npm build: same API (dsn, create_database, ...), no pglogical."""
 
-    def __init__(self, workdir: Path, log_dir: Path, version: str = VERSION) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        log_dir: Path,
+        version: str = VERSION,
+        *,
+        host: str = "127.0.0.1",
+        clients: str = "127.0.0.1/32",
+    ) -> None:
         self.version = version
         self.major = major_of(version)
         self.install_dir = workdir / f"pg{self.major}-install"
@@ -163,6 +171,8 @@ class NpmPostgres(Postgres):
             bin_dir=self.install_dir / "bin",
             lib_dir=self.install_dir / "lib",
             pglogical=False,
+            host=host,
+            clients=clients,
         )
 
     def install(self) -> None:

@@ -47,23 +47,37 @@ def _chown_tree(root: Path, user: str) -> None:
 
 
 class Pair:
-    """`primary` and `standby` are stack Postgres objects (dsn(), port, data_dir, ...)."""
+    """`primary` and `standby` are stack Postgres objects (dsn(), port, data_dir, ...).
 
-    def __init__(self, primary_settings: dict[str, str] | None = None) -> None:
-        npm = _local("stack_pg_npm")
+    Both listen on `host` and admit `clients` (the soak's veth link; loopback by default).
+    After a promotion `replace_standby` makes the promoted server the primary and a fresh
+    copy of it, on the old primary's address, the standby: promotions can recur."""
+
+    def __init__(
+        self,
+        primary_settings: dict[str, str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        clients: str = "127.0.0.1/32",
+    ) -> None:
+        self._npm = _local("stack_pg_npm")
         self.workdir = Path(tempfile.mkdtemp(prefix="pgkb-failover-"))
         self.workdir.chmod(0o755)
         self._watchdog = _local("stack_proc").WATCHDOG
         self._watchdog.send("add-dir", self.workdir)  # removed even if the session is killed
-        logs = self.workdir / "logs"
-        logs.mkdir()
-        (self.workdir / "a").mkdir()
-        (self.workdir / "b").mkdir()
-        self.primary = npm.NpmPostgres(self.workdir / "a", logs)
-        self.standby = npm.NpmPostgres(self.workdir / "b", logs)
-        self.standby.log_path = logs / "standby.log"
+        self._logs = self.workdir / "logs"
+        self._logs.mkdir()
+        self._where = {"host": host, "clients": clients}
+        self._copies = 0
+        self.primary = self._server("a")
+        self.standby = self._server("b")
+        self.standby.log_path = self._logs / "standby.log"
         self.standby.password = self.primary.password  # a copy of the same cluster
         self._primary_settings = primary_settings or {}
+
+    def _server(self, name: str) -> Any:
+        (self.workdir / name).mkdir()
+        return self._npm.NpmPostgres(self.workdir / name, self._logs, **self._where)
 
     # ---- set-up -------------------------------------------------------------------------
     def start_primary(self) -> None:
@@ -148,6 +162,31 @@ class Pair:
     def promote(self) -> None:
         with psycopg.connect(self.standby.dsn(), autocommit=True) as conn:
             conn.execute("SELECT pg_promote(true, 60)")
+
+    def replace_standby(self) -> None:
+        """After `promote`: the promoted server is the primary; the old one (stopped) is
+        discarded for a new standby copied from the new primary, listening on the old one's
+        port, so a client's host list stays valid. The new primary waits for it before
+        sending logical changes (synchronized_standby_slots), as the first one did."""
+        old = self.primary
+        old.stop(graceful=False)
+        self.primary = self.standby
+        self._copies += 1
+        self.standby = self._server(f"copy{self._copies}")
+        self.standby.port = old.port
+        self.standby.log_path = self._logs / f"standby{self._copies}.log"
+        self.standby.password = self.primary.password
+        shutil.rmtree(old.root, ignore_errors=True)
+        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(%s) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (PHYSICAL_SLOT, PHYSICAL_SLOT),
+            )
+        self.start_standby()
+        with psycopg.connect(self.primary.dsn(), autocommit=True) as conn:
+            conn.execute(f"ALTER SYSTEM SET synchronized_standby_slots = '{PHYSICAL_SLOT}'")
+            conn.execute("SELECT pg_reload_conf()")
 
     def multi_dsn(self, dbname: str, attrs: str = "read-write") -> str:
         p, s = self.primary, self.standby

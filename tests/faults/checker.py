@@ -16,8 +16,8 @@ acknowledged at that (latest preceding) fault.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import psycopg
 from delivery.kafka_io import Rec
@@ -39,6 +39,29 @@ class Summary(NamedTuple):
     duplicated: int  # second copies, allowed or not
     bad_duplicates: int  # copies the mode or the acknowledged LSN forbids
     out_of_order: int
+    phantom: int = 0  # changes in Kafka that no committed transaction made
+
+
+class Located(Protocol):
+    """A record as the checker reads it (delivery.kafka_io.Rec, the soak's SoakRec)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def append_ms(self) -> int: ...
+
+    @property
+    def commit_lsn(self) -> int: ...
+
+
+R = TypeVar("R", bound=Located)
 
 
 def committed_rows(conn: psycopg.Connection[Any]) -> set[tuple[int, int]]:
@@ -54,22 +77,26 @@ def _ledger_key(rec: Rec) -> tuple[int, int] | None:
 
 def check(
     scenario: str,
-    committed: set[tuple[int, int]],
-    records: Sequence[Rec],
+    committed: set[Any],
+    records: Sequence[R],
     faults: Sequence[Fault],
     exactly_once: bool,
+    identity: Callable[[R], Hashable | None] = _ledger_key,  # type: ignore[assignment]
 ) -> Summary:
-    """Count lost, duplicated (and forbidden duplicates) and reordered rows; print the table.
+    """Count lost, phantom, duplicated (and forbidden duplicates) and reordered changes;
+    print the table.
 
-    Order: per partition (hence per key), the first copies of rows must arrive in
+    `identity` names the committed change a record carries (None: a record that carries
+    none, such as a tombstone); `committed` holds the identities of every committed change.
+    Order: per partition (hence per key), the first copies of changes must arrive in
     commit-LSN order; a resent copy is judged by the duplicate rule instead.
     """
     fault_times = [f.t_ms for f in faults]
-    first: set[tuple[int, int]] = set()
+    first: set[Any] = set()
     duplicated = bad = reordered = 0
     last_lsn: dict[tuple[str, int], int] = {}
     for rec in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
-        key = _ledger_key(rec)
+        key = identity(rec)
         if key is None:
             continue
         if key in first:
@@ -91,13 +118,23 @@ def check(
         duplicated,
         bad,
         reordered,
+        len(first - committed),
     )
     print_table([summary])
     return summary
 
 
 def print_table(rows: Sequence[Summary]) -> None:
-    head = ("scenario", "faults", "checked", "lost", "duplicated", "bad dups", "out of order")
+    head = (
+        "scenario",
+        "faults",
+        "checked",
+        "lost",
+        "duplicated",
+        "bad dups",
+        "out of order",
+        "phantom",
+    )
     cells = [head, *[tuple(str(v) for v in row) for row in rows]]
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
@@ -110,3 +147,4 @@ def assert_clean(summary: Summary) -> None:
     assert summary.lost == 0, f"{summary.lost} committed rows lost: {summary}"
     assert summary.bad_duplicates == 0, f"forbidden duplicates: {summary}"
     assert summary.out_of_order == 0, f"rows out of commit order: {summary}"
+    assert summary.phantom == 0, f"changes no committed transaction made: {summary}"

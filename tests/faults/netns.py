@@ -12,6 +12,10 @@ byte between the bridge and that server over that link and nothing else:
     reset    aborts every TCP connection over the link on the server side (`ss -K`, the
              kernel's sock_destroy), which sends the bridge a RST: a link dropped by a
              firewall or a crashed NAT.
+    slow     throttles the link both ways to a rate (a token bucket filter on each end,
+             `tc qdisc tbf`; the kernels here have no netem for plain delay): a congested
+             or far-away link, slow but never dropping what it accepted.
+    unslow   removes the throttle.
 
 The test's own clients stay in the root namespace and reach the same addresses locally:
 a down interface keeps its local route, so the writer and the checker never see a cut.
@@ -58,6 +62,12 @@ def _ip(*args: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout
+
+
+def _tc(*args: str) -> None:
+    done = subprocess.run(["tc", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)}: {done.stderr.strip()}")
 
 
 def unavailable() -> str | None:
@@ -161,6 +171,16 @@ class Netns:
 
     def restore(self, link: str) -> None:
         _ip("link", "set", self.links[link].device, "up")
+
+    def slow(self, link: str, rate_kbit: int = 256) -> None:
+        """Throttle `link` to `rate_kbit` in each direction (queueing up to 2 s of it)."""
+        spec = f"root tbf rate {rate_kbit}kbit burst 16kb latency 2000ms".split()
+        _tc("qdisc", "replace", "dev", self.links[link].device, *spec)
+        _tc("-n", self.name, "qdisc", "replace", "dev", link, *spec)
+
+    def unslow(self, link: str) -> None:
+        _tc("qdisc", "delete", "dev", self.links[link].device, "root")
+        _tc("-n", self.name, "qdisc", "delete", "dev", link, "root")
 
     def reset(self, link: str) -> int:
         """RST the bridge's TCP connections over `link` (from the server side); how many."""
