@@ -63,8 +63,39 @@ def _postgres(cfg: Config) -> Iterator[Result]:
             yield _guard("publication", lambda: _publication(rc, cfg))
         yield _guard("replication slot", lambda: _slot(rc, cfg))
         yield _guard("failover slot", lambda: failover.report(rc, cfg))
+        yield _guard("major upgrade", lambda: _upgrade(rc, cfg))
     finally:
         rc.close()
+
+
+def _upgrade(rc: libpq.ReplicationConnection, cfg: Config) -> str:
+    """What a pg_upgrade of this server to a newer major does to the slot."""
+    (version,) = rc.command("SHOW server_version_num")[0]
+    major = int(version or 0) // 10000
+    return upgrade_outlook(major, cfg.source.slot_name, cfg.source.on_slot_lost)
+
+
+def upgrade_outlook(major: int, slot: str, on_slot_lost: str) -> str:
+    """Pure: `bridge check`'s line on a major upgrade of a PostgreSQL `major` server."""
+    if major >= 17:
+        return (
+            f"PostgreSQL {major}: pg_upgrade to a newer major keeps slot {slot!r}; stop the "
+            "bridge gracefully first (pg_upgrade refuses a slot that has not consumed all "
+            "WAL) and start it after: it resumes without a snapshot "
+            "(docs/operations/upgrades.md)"
+        )
+    then = (
+        "create the slot again and re-read the captured tables (on_slot_lost: resnapshot)"
+        if on_slot_lost == "resnapshot"
+        else "stop with SlotLostError naming the gap (on_slot_lost: fail)"
+    )
+    return (
+        f"WARNING: PostgreSQL {major}: pg_upgrade drops logical slots, so after an upgrade "
+        f"the bridge finds no slot {slot!r} and will {then}; to upgrade without a snapshot, "
+        "stop writes, let the bridge confirm everything, upgrade, delete the slot's record "
+        "from the state topic, start from a new slot and run bridge verify --repair "
+        "(docs/operations/upgrades.md)"
+    )
 
 
 def _replication_role(rc: libpq.ReplicationConnection) -> str:

@@ -6,7 +6,7 @@ where the bridge stopped: a slot dropped and created again, a slot invalidated b
 behind the same address all offer a plausible position with changes missing before
 it. So the bridge keeps its own record, in a compacted topic (`kafka.state_topic`,
 default `<prefix>.bridge_state`), key = slot name, value = JSON
-`{"systemid", "timeline", "lsn", "resnapshots"}`:
+`{"systemid", "timeline", "lsn", "resnapshots", "major", "dboid"}`:
 
 - Written ahead: PostgreSQL is told a flush position only once a record at or past it
   is in Kafka (`PositionRecorder.admit`: one write in flight, at most one a second
@@ -16,6 +16,12 @@ default `<prefix>.bridge_state`), key = slot name, value = JSON
 - `systemid` (IDENTIFY_SYSTEM) survives physical replication, so a promoted standby is
   the same system and a different value is a different cluster. The timeline is kept
   for the log only: a failover changes it.
+- `major` and `dboid` (the server's major version and the database's OID) recognise a
+  `pg_upgrade` to a newer major: it gives the cluster a new system identifier but keeps
+  database OIDs and, from PostgreSQL 17 on, the logical slots (it refuses a slot that has
+  not consumed all WAL). A new identifier, a newer major, the same database OID and the slot
+  there at or past the recorded position: the slot was carried over, nothing is missing
+  (`carried_over`). A dump restored elsewhere gets new database OIDs.
 - `resnapshots`: Unix times of recent `on_slot_lost: resnapshot` recoveries, so the
   "at most N per hour" bound holds across restarts.
 
@@ -57,6 +63,8 @@ class Record(NamedTuple):
     timeline: int
     lsn: int  # at or past the slot's confirmed_flush_lsn whenever the bridge runs
     resnapshots: tuple[float, ...] = ()
+    major: int = 0  # the server's major version; 0 in records of older bridges
+    dboid: int = 0  # the database's OID; 0 in records of older bridges
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -66,6 +74,8 @@ class Record(NamedTuple):
                 "lsn": self.lsn,
                 "lsn_text": str(LSN(self.lsn)),
                 "resnapshots": list(self.resnapshots),
+                "major": self.major,
+                "dboid": self.dboid,
             }
         ).encode()
 
@@ -77,7 +87,31 @@ class Record(NamedTuple):
             int(data["timeline"]),
             int(data["lsn"]),
             tuple(float(t) for t in data.get("resnapshots", ())),
+            int(data.get("major", 0)),
+            int(data.get("dboid", 0)),
         )
+
+
+class Server(NamedTuple):
+    """What identifies the database across a pg_upgrade (see `carried_over`)."""
+
+    major: int
+    dboid: int
+
+
+def carried_over(
+    record: Record | None, systemid: str, server: Server, slot: slots.SlotInfo | None
+) -> bool:
+    """Pure: the slot came through a pg_upgrade to a newer major with nothing missing."""
+    return (
+        record is not None
+        and record.systemid != systemid
+        and 0 < record.major < server.major
+        and record.dboid == server.dboid != 0
+        and slot is not None
+        and slot.invalidation is None
+        and slot.confirmed_flush >= record.lsn
+    )
 
 
 class Loss(NamedTuple):
@@ -90,8 +124,15 @@ class Loss(NamedTuple):
         return f"changes between LSN {LSN(self.lost_from)} and {end} are not in Kafka"
 
 
-def judge(record: Record | None, systemid: str, slot: slots.SlotInfo | None) -> Loss | None:
+def judge(
+    record: Record | None,
+    systemid: str,
+    slot: slots.SlotInfo | None,
+    server: Server | None = None,
+) -> Loss | None:
     """Pure: what the record and the slot's state say was lost, if anything."""
+    if server is not None and carried_over(record, systemid, server, slot):
+        return None
     if record is not None and record.systemid != systemid:
         return Loss(
             f"the server is PostgreSQL system {systemid}, but the bridge delivered from system "
@@ -164,10 +205,12 @@ class Guard:
         info: slots.SystemInfo,
         resnapshots: tuple[float, ...],
         replaced: bool,
+        server: Server,
     ) -> None:
         self.state = state
         self.record = record
         self.info = info
+        self.server = server
         self.resnapshots = resnapshots
         self.replaced = replaced  # the old slot was dropped: the new one starts a new record
 
@@ -178,7 +221,10 @@ class Guard:
         previous = self.record
         if previous is not None and not self.replaced and not slot.created:
             start = max(start, previous.lsn)  # a synchronised copy may lag the record
-        record = Record(self.info.systemid, self.info.timeline, start, self.resnapshots)
+        info, server = self.info, self.server
+        record = Record(
+            info.systemid, info.timeline, start, self.resnapshots, server.major, server.dboid
+        )
         recorder = PositionRecorder(self.state, record, probe, on_lost)
         recorder.write_now(start)
         return recorder
@@ -198,10 +244,21 @@ def guard(
     record = state.read()
     info = slots.identify_system(rc)
     slot = slots.slot_info(catalog, src.slot_name)
-    loss = judge(record, info.systemid, slot)
+    server = _server(catalog)
+    loss = judge(record, info.systemid, slot, server)
     resnapshots = record.resnapshots if record is not None else ()
     if loss is None:
-        return Guard(state, record, info, resnapshots, replaced=False)
+        if record is not None and carried_over(record, info.systemid, server, slot):
+            log.info(
+                "slot %r came through pg_upgrade from PostgreSQL %d (system %s) to %d "
+                "(system %s): resuming from it",
+                src.slot_name,
+                record.major,
+                record.systemid,
+                server.major,
+                info.systemid,
+            )
+        return Guard(state, record, info, resnapshots, replaced=False, server=server)
     now = clock()
     recent = tuple(t for t in resnapshots if now - t < HOUR_S)
     where = f"slot {src.slot_name!r} on system {info.systemid} (timeline {info.timeline})"
@@ -219,7 +276,7 @@ def guard(
             loss.what,
             loss.describe(),
         )
-        return Guard(state, None, info, resnapshots, replaced=True)
+        return Guard(state, None, info, resnapshots, replaced=True, server=server)
     if src.on_slot_lost == "fail":
         raise SlotLostError(
             f"{where}: {loss.what}; {loss.describe()}",
@@ -244,7 +301,7 @@ def guard(
         len(recent) + 1,
         src.resnapshots_per_hour,
     )
-    return Guard(state, None, info, (*recent, now), replaced=True)
+    return Guard(state, None, info, (*recent, now), replaced=True, server=server)
 
 
 _RESTART_HINT: Final = (
@@ -259,6 +316,13 @@ _FAIL_HINT: Final = (
     "tables; rows deleted in the gap stay in Kafka), or, having repaired the gap yourself, "
     "delete key {slot!r} from topic {topic!r} (a tombstone) and start again"
 )
+
+
+def _server(catalog: psycopg.Connection[Any]) -> Server:
+    row = catalog.execute(
+        "SELECT oid FROM pg_database WHERE datname = current_database()"
+    ).fetchone()
+    return Server(catalog.info.server_version // 10000, int(row[0]) if row else 0)
 
 
 def _count(metrics: Metrics, loss: Loss, info: slots.SystemInfo) -> None:

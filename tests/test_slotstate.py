@@ -10,7 +10,14 @@ from pydantic import ValidationError
 
 from bridge.config import Config
 from bridge.errors import SlotLostError
-from bridge.slotstate import RECORD_EVERY_S, PositionRecorder, Record, judge
+from bridge.slotstate import (
+    RECORD_EVERY_S,
+    PositionRecorder,
+    Record,
+    Server,
+    carried_over,
+    judge,
+)
 from bridge.source.slots import SlotInfo
 
 SYSTEM = "7400000000000000001"
@@ -164,3 +171,32 @@ def test_a_stream_that_ended_with_its_slot_lost_says_so(
         assert isinstance(lost, SlotLostError)
         text = f"{lost} {lost.hint}"
         assert "while streaming" in text and expected in text, text
+
+
+UPGRADED = "7500000000000000009"  # pg_upgrade made the new cluster with initdb: a new id
+BEFORE = Record(SYSTEM, 1, 1000, (), major=17, dboid=16384)
+
+
+def test_a_slot_carried_over_by_pg_upgrade_is_no_loss() -> None:
+    assert Record.decode(BEFORE.encode()) == BEFORE
+    after = Server(18, 16384)
+    assert carried_over(BEFORE, UPGRADED, after, SlotInfo(5000, None))
+    assert judge(BEFORE, UPGRADED, SlotInfo(5000, None), after) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "server", "slot"),
+    [
+        (BEFORE, Server(17, 16384), SlotInfo(5000, None)),  # same major: another cluster
+        (BEFORE, Server(18, 16999), SlotInfo(5000, None)),  # another database (a dump)
+        (BEFORE, Server(18, 16384), None),  # no slot: 16 and older drop them
+        (BEFORE, Server(18, 16384), SlotInfo(900, None)),  # behind what was delivered
+        (BEFORE, Server(18, 16384), SlotInfo(5000, "wal_removed")),
+        (Record(SYSTEM, 1, 1000), Server(18, 16384), SlotInfo(5000, None)),  # an older record
+    ],
+)
+def test_anything_less_than_a_pg_upgrade_is_still_a_loss(
+    record: Record, server: Server, slot: SlotInfo | None
+) -> None:
+    assert not carried_over(record, UPGRADED, server, slot)
+    assert judge(record, UPGRADED, slot, server) is not None

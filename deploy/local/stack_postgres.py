@@ -89,6 +89,7 @@ class Postgres:
     server serves that certificate, refuses TCP without TLS, and `dsn()` verifies it
     (`sslmode=verify-full` against `tls.ca`). `host` is the one address it listens on and
     `clients` the network it lets in over TCP (fault tests: the end of a veth link).
+    `initdb_options` go to initdb after the stack's own.
     """
 
     def __init__(
@@ -103,8 +104,10 @@ class Postgres:
         tls: TlsFiles | None = None,
         host: str = "127.0.0.1",
         clients: str = "127.0.0.1/32",
+        initdb_options: tuple[str, ...] = (),
     ) -> None:
         self.root = workdir / name
+        self.initdb_options = initdb_options
         self.data_dir = self.root / "data"
         self.socket_dir = self.root
         self.log_path = log_dir / f"{name}.log"
@@ -159,6 +162,7 @@ class Postgres:
                 "UTF8",
                 "--no-locale",
                 "--no-sync",
+                *self.initdb_options,
             ],
             self.log_path,
             env=self._env(),
