@@ -50,7 +50,8 @@ def main() -> int:
     found = (s.lost, s.phantom, s.bad_duplicates, s.out_of_order, report.state_mismatches)
     clean = not any(found)
     if not clean:
-        replay = f"python bench/soak.py --seed {seed} --minutes {args.minutes:g}"
+        mode = " --exactly-once" if args.exactly_once else ""
+        replay = f"python bench/soak.py --seed {seed} --minutes {args.minutes:g}{mode}"
         print(f"\nFAILED; replay with: {replay}")
     return 0 if clean else 1
 
