@@ -219,7 +219,7 @@ def special_text(wire: Wire) -> Converter | None:
 
 def text_is_value(wire: Wire) -> bool:
     """The text form is the Avro string (no parsing, only UTF-8 validation)."""
-    return wire in _TEXT_AS_IS
+    return wire in _TEXT_AS_IS or wire == Wire.COMPOSITE
 
 
 class ColumnCodec(NamedTuple):
@@ -329,6 +329,8 @@ def _clamping(parse: Any, bounds: tuple[int, int] | None, clamped: list[int]) ->
 
 def _converters(t: ColumnType) -> tuple[Converter, Converter | None]:
     wire = t.wire
+    if wire == Wire.COMPOSITE:
+        return _utf8, _binary_text(t)
     if wire in _TEXT_AS_IS:
         return _utf8, _TEXT_AS_IS[wire]
     if wire in _PARSED:
@@ -368,6 +370,37 @@ def _array_text_converters(
     if render is None and element.wire in _RANGES and element.element is not None:
         render = _range_converters(element.wire, element.element)[1]
     return text, None if render is None else binary_array_text(render, t.delim)
+
+
+# Attribute types whose text depends on the walsender's session (TimeZone): a composite
+# holding one keeps its text form only, so that both wire formats read the same.
+_SESSION_TEXT: Final = frozenset(
+    {Wire.TIMESTAMPTZ, Wire.TIMESTAMPTZ_ISO, Wire.RANGE_UTC, Wire.MULTIRANGE_UTC}
+)
+
+
+def _binary_text(t: ColumnType) -> Converter | None:
+    """PostgreSQL's text of a binary value of `t` as a composite's attribute: composites,
+    arrays and ranges of renderable types, and every type with a text renderer; None for
+    the others (no binary form for the composite then, as for a 2-D array of them)."""
+    wire = t.wire
+    if wire in _SESSION_TEXT:
+        return None
+    if wire == Wire.COMPOSITE:
+        fields = [_binary_text(f) for f in t.fields]
+        known = [f for f in fields if f is not None]
+        return rd.render_record(known) if len(known) == len(fields) else None
+    element = t.element
+    if wire in (Wire.ARRAY, Wire.ARRAY_TEXT) and element is not None:
+        render = _binary_text(element)
+        return None if render is None else binary_array_text(render, t.delim)
+    if wire in _RANGES and element is not None:
+        render = _binary_text(element)
+        if render is None:
+            return None
+        multi = wire in (Wire.MULTIRANGE, Wire.MULTIRANGE_UTC)
+        return (multirange_renderer if multi else range_renderer)(render)
+    return _text_renderer(wire)
 
 
 def _text_renderer(wire: Wire) -> Converter | None:

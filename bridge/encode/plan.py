@@ -166,7 +166,8 @@ class _Column:
         self.true_part = self.some + b"\x01"  # the value's branch, then the boolean
         self.false_part = self.some + b"\x00"
         self.text = codec.text
-        self.has_binary = codec.binary is not None
+        # a type without a send function: pgoutput sends it as text in binary mode too
+        self.has_binary, self.sent_as_text = codec.binary is not None, t.sent_as_text
         self.binary: Converter = codec.binary or self._no_binary
         self.text_shape = _TEXT_SHAPES.get(t.wire, _CONVERT)
         if text_is_value(t.wire) and avro_type == "string":
@@ -255,7 +256,8 @@ def _string_body(data: bytes) -> bytes:
 
 
 def check_binary(table: TableCodec) -> None:
-    """Binary tuples need a binary converter for every kept column; say which one lacks it."""
+    """Binary tuples need a binary converter for every kept column the server sends in
+    binary (`RowPlan.check_binary`); say which one lacks it."""
     RowPlan(table).check_binary()
 
 
@@ -297,10 +299,13 @@ class RowPlan:
         ]
         self.key_parts = len(key_slot)
 
-    def check_binary(self) -> None:
-        """Binary tuples need a binary converter for every kept column; say which one lacks it."""
+    def check_binary(self, every_column: bool = False) -> None:
+        """Binary tuples need a binary converter for every kept column the server sends in
+        binary; say which one lacks it. pgoutput sends a value in binary only where its
+        type has a send function, so a type without one passes here unless `every_column`
+        (binary COPY, which the server refuses for such a type anyway)."""
         for column in self.columns:
-            if not column.has_binary:
+            if not column.has_binary and (every_column or not column.sent_as_text):
                 column.binary(b"")
 
     def write(

@@ -421,9 +421,10 @@ class ChangeEncoder:
         self._insert_head = self._value_header + self._layout.after_only
         self._table_fields = table_fields(relation.namespace, relation.name)
 
-    def check_binary(self) -> None:
-        """Refuse binary tuples for a table with a column the binary reader lacks."""
-        self._plan.check_binary()
+    def check_binary(self, every_column: bool = False) -> None:
+        """Refuse binary tuples for a table with a column the binary reader lacks
+        (`RowPlan.check_binary`)."""
+        self._plan.check_binary(every_column)
 
     @property
     def value_header(self) -> bytes:

@@ -244,3 +244,41 @@ def render_bool(data: bytes) -> str:
 def render_bytea(data: bytes) -> str:
     """bytea_output=hex, PostgreSQL's default."""
     return "\\x" + data.hex()
+
+
+_FIELD_HEAD = struct.Struct(">Ii")  # an attribute's type OID, then its length (-1: NULL)
+_RECORD_QUOTED = frozenset('"\\(),') | frozenset(" \t\n\v\f\r")
+
+
+def render_record(fields: list[Renderer]) -> Renderer:
+    """record_send's bytes (int32 count, then per attribute its type OID, int32 length and
+    send form) -> record_out's text, each attribute printed by its renderer: "(1,a,)" with
+    an attribute quoted when it is empty or holds a quote, backslash, parenthesis, comma
+    or white space (quotes and backslashes doubled inside), a NULL one left empty."""
+
+    def render(data: bytes) -> str:
+        (count,) = _I32.unpack_from(data)
+        if count != len(fields):
+            raise ValueError(f"a record of {count} attributes, the type has {len(fields)}")
+        pos, parts = 4, []
+        for field in fields:
+            _, length = _FIELD_HEAD.unpack_from(data, pos)
+            pos += 8
+            if length < 0:
+                parts.append("")
+                continue
+            if pos + length > len(data):
+                raise ValueError(f"an attribute of {length} bytes past the record's end")
+            parts.append(_record_field(field(data[pos : pos + length])))
+            pos += length
+        if pos != len(data):
+            raise ValueError("bytes after the record's last attribute")
+        return "(" + ",".join(parts) + ")"
+
+    return render
+
+
+def _record_field(text: str) -> str:
+    if text and not any(c in _RECORD_QUOTED for c in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'

@@ -23,7 +23,10 @@ class PgType(NamedTuple):
     kind is pg_type.typtype, except that arrays get "a" (typtype says "b").
     elem_oid: array element; base_oid/base_typmod: domain base type and its
     typmod; range_subtype: subtype of a range or multirange; delim: typdelim,
-    the separator of this type's values inside array text.
+    the separator of this type's values inside array text; fields: the type OIDs of a
+    composite's attributes in order (those record_send sends: not the dropped ones);
+    has_send: the type has a send function (pg_type.typsend), so that pgoutput's binary
+    mode sends its values in binary (the others it sends as text).
     """
 
     oid: int
@@ -36,6 +39,8 @@ class PgType(NamedTuple):
     range_subtype: int = 0
     enum_labels: tuple[str, ...] = ()
     delim: str = ","
+    fields: tuple[int, ...] = ()  # a composite's attribute types, dropped ones left out
+    has_send: bool = True
 
     @property
     def qualified_name(self) -> str:
@@ -100,7 +105,11 @@ SELECT t.oid, t.typname, n.nspname,
        t.typbasetype, t.typtypmod, COALESCE(r.rngsubtype, mr.rngsubtype, 0),
        ARRAY(SELECT e.enumlabel FROM pg_catalog.pg_enum e
              WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder),
-       t.typdelim
+       t.typdelim,
+       ARRAY(SELECT a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = t.typrelid AND t.typtype = 'c' AND a.attnum > 0
+               AND NOT a.attisdropped ORDER BY a.attnum),
+       t.typsend <> 0
 FROM pg_catalog.pg_type t
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 LEFT JOIN pg_catalog.pg_range r ON r.rngtypid = t.oid
@@ -123,9 +132,20 @@ def load_types(conn: Any, oids: Iterable[int]) -> dict[int, PgType]:
         missing = sorted(wanted - found.keys())
         rows = conn.execute(_QUERY, (missing,)).fetchall() if missing else []
         for row in rows:
-            oid, name, nsp, kind, elem, base, typmod, subtype, labels, delim = row
+            oid, name, nsp, kind, elem, base, typmod, subtype, labels, delim, fields, send = row
             found[oid] = PgType(
-                oid, name, nsp, kind, elem, base, typmod, subtype, tuple(labels), delim
+                oid,
+                name,
+                nsp,
+                kind,
+                elem,
+                base,
+                typmod,
+                subtype,
+                tuple(labels),
+                delim,
+                tuple(int(f) for f in fields),
+                bool(send),
             )
         absent = set(missing) - found.keys()
         if absent:
@@ -137,7 +157,7 @@ def load_types(conn: Any, oids: Iterable[int]) -> dict[int, PgType]:
         wanted = {
             dep
             for t in found.values()
-            for dep in (t.elem_oid, t.base_oid, t.range_subtype)
+            for dep in (t.elem_oid, t.base_oid, t.range_subtype, *t.fields)
             if dep and dep not in found
         }
     return found

@@ -62,7 +62,11 @@ Special values, identical from both wire formats:
 - numeric(p,s) with s < 0 maps to decimal(p - s, 0); with s > p to decimal(s, s).
 Array dimensions: see `bridge.encode.arrays`. timetz keeps PostgreSQL's text
 ("12:00:00+05:30", ISO 8601 time with offset). Unknown types have no binary decoder
-(Wire.UNKNOWN): the caller must refuse binary mode for them.
+(Wire.UNKNOWN): the caller must refuse binary mode for them, unless they have no send
+function (`sent_as_text`: pgoutput sends them as text in binary mode too). A composite's binary form
+(record_send) is printed as record_out prints it where every attribute's binary form has a
+text renderer that does not depend on the session (not timestamptz): Wire.COMPOSITE with
+the attributes' types in `fields`.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from bridge.errors import ConfigError
 from bridge.schema.catalog import (
     KIND_ARRAY,
     KIND_BASE,
+    KIND_COMPOSITE,
     KIND_DOMAIN,
     KIND_ENUM,
     KIND_MULTIRANGE,
@@ -202,6 +207,7 @@ class Wire(enum.Enum):
     RANGE_UTC = enum.auto()  # timestamptz bounds, re-rendered in UTC
     MULTIRANGE = enum.auto()
     MULTIRANGE_UTC = enum.auto()
+    COMPOSITE = enum.auto()  # record_out's text; fields: the attributes' types
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,10 @@ class ColumnType(NamedTuple):
     # (lowest, highest) value every consumer reads: outside it the value is clamped and
     # its PostgreSQL text goes to the envelope's special_values (avro.out_of_range clamp)
     bounds: tuple[int, int] | None = None
+    fields: tuple[ColumnType, ...] = ()  # composites: each attribute's type, in order
+    # pgoutput's binary mode sends this type's values as text (no send function: only
+    # types the bridge does not know can lack one)
+    sent_as_text: bool = False
 
 
 def _s(avro_type: str, **extra: Any) -> AvroSchema:
@@ -352,6 +362,11 @@ def _column_type(
         return _array_type(t, typmod, catalog, options, depth)
     if t.kind in (KIND_RANGE, KIND_MULTIRANGE):
         return _range_type(t, catalog)
+    if t.kind == KIND_COMPOSITE:
+        fields = tuple(
+            _column_type(catalog.lookup(oid), -1, catalog, options, 1) for oid in t.fields
+        )
+        return _typed(_STRING, t, Wire.COMPOSITE)._replace(fields=fields)
     if t.kind == KIND_ENUM:
         labels = list(t.enum_labels)
         schema = _connect(_STRING, "io.debezium.data.Enum", allowed=",".join(labels))
@@ -365,7 +380,7 @@ def _column_type(
     if spec is None and t.kind == KIND_BASE:
         spec = _EXTENSIONS.get(t.name)
     if spec is None:
-        return _typed(_STRING, t, Wire.UNKNOWN)
+        return _typed(_STRING, t, Wire.UNKNOWN)._replace(sent_as_text=not t.has_send)
     return _typed(spec[0], t, spec[1])
 
 

@@ -86,7 +86,7 @@ def copy_binary(catalog_conn: Any, table: SnapshotTable, encoder: ChangeEncoder)
     kept column's binary form, and every selected column's type has a send function
     (the server refuses binary COPY of the others, excluded columns included)."""
     try:
-        encoder.check_binary()
+        encoder.check_binary(every_column=True)
     except SchemaError:
         return False
     oids = list({c.type_oid for c in table.relation.columns})

@@ -300,8 +300,8 @@ COLUMNS = (
     Col("c_text_2d", "text[][]", ('{{"a,b",NULL},{"","\\"q\\""}}', '{{"NULL"}}'), "same",
         "array<array<string>>", array=False),
     Col("c_intarr", "intarr", ("{1,NULL,3}", "{}"), "same", "array<int>", array=False),
+    Col("c_pair", "pair", ("(1,x)", '(,"a b")'), "text", "string"),
     # text mode only: no binary decoder, as documented
-    Col("c_pair", "pair", ("(1,x)", '(,"a b")'), "text", "string", binary=False),
     Col("c_tsvector", "tsvector", ("'a' 'b':1",), "text", "string", binary=False),
     Col("c_float4range", "float4range", ("[1.5,2.5)",), "text", "string", binary=False),
 )

@@ -19,7 +19,8 @@ EXTRA = [
     PgType(90004, "_hstore", "public", "a", elem_oid=90002),
     PgType(90005, "floatrange", "public", "r", range_subtype=701),
     PgType(90006, "posint", "public", "d", base_oid=23),
-    PgType(90007, "pair", "public", "c"),
+    PgType(90007, "pair", "public", "c", fields=(23, 25)),
+    PgType(90008, "stamped", "public", "c", fields=(23, 1184)),
 ]
 CATALOG = StaticCatalog(EXTRA)
 OPTIONS = [
@@ -127,7 +128,8 @@ def test_bad_options_are_config_errors() -> None:
 
 def test_binary_support_is_reported() -> None:
     assert column_codec(23, -1, CATALOG).supports_binary
-    assert not column_codec(90007, -1, CATALOG).supports_binary
+    assert column_codec(90007, -1, CATALOG).supports_binary  # record_send, printed
+    assert not column_codec(90008, -1, CATALOG).supports_binary  # timestamptz: session text
     assert not column_codec(30, -1, CATALOG).supports_binary  # oidvector: opaque
     assert column_codec(90006, -1, CATALOG).avro_schema == {
         "type": "int",

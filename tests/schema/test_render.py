@@ -10,7 +10,7 @@ import pytest
 
 from bridge.encode import render as rd
 
-from .helpers import Conn, fetch_column, text_array_literal
+from .helpers import Conn, fetch_column, fetch_raw, text_array_literal
 
 
 def _server_pairs(conn: Conn, sql: str, literals: list[str]) -> list[tuple[bytes, bytes]]:
@@ -138,3 +138,55 @@ def test_render_rejects_inconsistent_lengths(data: bytes, message: str) -> None:
     }[message[:4]]
     with pytest.raises(ValueError, match=message):
         renderer(data)
+
+
+# A schema of its own: the module's database has its own `mood` already.
+COMPOSITE_TYPES = """
+CREATE SCHEMA rec;
+CREATE TYPE rec.mood AS ENUM ('sad', 'o k');
+CREATE TYPE rec.inner_t AS (f float8, t text, n numeric, b bool);
+CREATE TYPE rec.outer_t AS (i rec.inner_t, arr rec.inner_t[], e rec.mood, es rec.mood[],
+                            r int4range, d date, ts timestamp, x bytea, j jsonb, u uuid);
+CREATE TYPE rec.dropped_t AS (a int, gone text, c text);
+ALTER TYPE rec.dropped_t DROP ATTRIBUTE gone;
+CREATE TYPE rec.tz_t AS (a int, at timestamptz);
+"""
+COMPOSITE_VALUES = [
+    (
+        "rec.outer_t",
+        "ROW(ROW(1.5, 'a', 1.50, true), ARRAY[ROW(NULL, '', 0, false)::rec.inner_t, "
+        "NULL], 'o k', '{sad,\"o k\"}', '[1,5)', '2020-01-02', '2020-01-02 03:04:05.5', "
+        "'\\x00ff', '{\"k\": [1, \"x\"]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11')::rec.outer_t",
+    ),
+    (
+        "rec.outer_t",
+        "ROW(ROW(-0.0, 'quote \" back \\ (par), comma', 'NaN', NULL), '{}', NULL, "
+        "NULL, 'empty', 'infinity', '-infinity', '', 'null', NULL)::rec.outer_t",
+    ),
+    ("rec.outer_t", "ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::rec.outer_t"),
+    ("rec.inner_t", "ROW(1e300, E'tab\\there\\nnewline', 123456789.000100, true)::rec.inner_t"),
+    ("rec.dropped_t", "ROW(7, 'kept')::rec.dropped_t"),
+]
+
+
+def test_composites_print_as_record_out(pg_conn: Conn) -> None:
+    """A composite's binary form (record_send) printed as record_out prints it, through the
+    column codec the encoder uses: nested composites, arrays of them, enums, ranges, NULLs,
+    quoting, a dropped attribute. A timestamptz attribute (session-dependent text) leaves
+    the type without a binary form."""
+    from bridge.encode.columns import column_codec  # noqa: PLC0415
+    from bridge.schema.catalog import PgCatalog  # noqa: PLC0415
+
+    pg_conn.execute(COMPOSITE_TYPES)
+    catalog = PgCatalog(pg_conn)
+    for type_name, literal in COMPOSITE_VALUES:
+        text = fetch_raw(pg_conn, f"SELECT {literal}", [], False)[0][0]
+        binary = fetch_raw(pg_conn, f"SELECT {literal}", [], True)[0][0]
+        oid = pg_conn.execute("SELECT %s::regtype::oid", (type_name,)).fetchone()
+        assert oid is not None and text is not None and binary is not None
+        codec = column_codec(int(oid[0]), -1, catalog)
+        assert codec.supports_binary, type_name
+        assert codec.from_binary(binary) == text.decode() == codec.from_text(text), literal
+    tz = pg_conn.execute("SELECT 'rec.tz_t'::regtype::oid").fetchone()
+    assert tz is not None
+    assert not column_codec(int(tz[0]), -1, catalog).supports_binary

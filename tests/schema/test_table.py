@@ -19,6 +19,7 @@ from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails, unique_na
 
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 OPAQUE = PgType(90001, "tsvector_like", "public")  # unknown type: text only
+SENDLESS = PgType(90002, "no_send", "public", has_send=False)  # sent as text in binary mode
 
 
 def rel(
@@ -57,7 +58,9 @@ def encoded(
 def codec(
     relation: Rel, pk: tuple[str, ...] = (), options: CodecOptions = DEFAULT_OPTIONS
 ) -> TableCodec:
-    return TableCodec(relation, StaticCatalog([OPAQUE]), TableDetails(pk, {}), options, "srv")
+    return TableCodec(
+        relation, StaticCatalog([OPAQUE, SENDLESS]), TableDetails(pk, {}), options, "srv"
+    )
 
 
 def test_names_are_sanitised_deterministically_and_keep_the_original() -> None:
@@ -105,6 +108,8 @@ def test_row_conversion_kinds() -> None:
 
 
 def test_binary_mode_names_the_column_without_a_binary_decoder() -> None:
+    """A type the bridge has no binary decoder for is refused for binary tuples, naming
+    the column; a binary value of it (sent all the same) says what to set."""
     table = codec(rel(("id", 23), ("doc", OPAQUE.oid)))
     with pytest.raises(
         SchemaError, match=r"public\.items\.doc \(public\.tsvector_like, oid 90001\)"
@@ -113,6 +118,17 @@ def test_binary_mode_names_the_column_without_a_binary_decoder() -> None:
     with pytest.raises(SchemaError, match=r"source\.binary: false"):
         encoded(table, bytes([KIND_TEXT, KIND_BINARY]), (b"1", b"\x00"))
     assert encoded(table, bytes([KIND_TEXT, KIND_TEXT]), (b"1", b"'a'"))[0]["doc"] == "'a'"
+
+
+def test_a_type_without_a_send_function_streams_in_binary_mode() -> None:
+    """pgoutput sends a type without a send function as text in binary mode too: the
+    stream's check passes it and its text reads; binary COPY (every column in binary,
+    which the server refuses for such a type) does not."""
+    table = codec(rel(("id", 23), ("doc", SENDLESS.oid)))
+    check_binary(table)
+    with pytest.raises(SchemaError, match=r"public\.items\.doc \(public\.no_send"):
+        RowPlan(table).check_binary(every_column=True)
+    assert encoded(table, bytes([KIND_BINARY, KIND_TEXT]), (b"\0\0\0\1", b"x"))[0]["doc"] == "x"
 
 
 def test_placeholders_only_where_the_type_allows_one() -> None:
