@@ -16,6 +16,7 @@ import struct
 from typing import Any
 
 import fastavro
+import fastavro.validation
 
 from bridge.decode.messages import KIND_BINARY, KIND_NULL, KIND_TEXT, KIND_UNCHANGED, TupleData
 from bridge.encode.columns import array_text, codec_of, special_text
@@ -176,6 +177,9 @@ class Oracle:
 
 
 def framed(schema: Any, schema_id: int, datum: Any) -> bytes:
+    """The Confluent frame of `datum`, validated first: fastavro's writer does not check
+    its input and would write a NULL in a boolean field as false."""
+    fastavro.validation.validate(datum, schema, raise_errors=True)
     buf = io.BytesIO()
     buf.write(struct.pack(">bI", 0, schema_id))
     fastavro.schemaless_writer(buf, schema, datum)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 import fastavro
+import fastavro.validation
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,7 +183,14 @@ def both(encoder: ChangeEncoder, change: Change) -> tuple[Any, Any]:
     )
     try:
         want: Any = oracle.records(change, TX)
-    except (BridgeError, ValueError, TypeError, KeyError, OverflowError) as exc:
+    except (
+        BridgeError,
+        ValueError,
+        TypeError,
+        KeyError,
+        OverflowError,
+        fastavro.validation.ValidationError,
+    ) as exc:
         want = exc
     return got, want
 
