@@ -20,7 +20,7 @@ import psycopg
 
 from bridge.config import Config
 from bridge.encoders import EncoderCache, encoder_cache
-from bridge.errors import SourceError
+from bridge.errors import SourceError, StopRequestedError
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.kafka.acks import AckTracker
@@ -40,7 +40,7 @@ from bridge.routing import Routing
 from bridge.slotstate import PositionRecorder, guard
 from bridge.snapshot.manager import SnapshotManager
 from bridge.snapshot.notify import Notifier
-from bridge.source import failover, libpq, slots
+from bridge.source import failover, libpq, slots, waiting
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 from bridge.standby import Lease, LeasedPositions, stand_by
@@ -69,49 +69,62 @@ def build_pipeline(
 def run_pipeline(cfg: Config) -> None:
     """`bridge run`: SIGTERM/SIGINT stop the loop gracefully. With `ha.enabled` it first
     stands by until it holds the slot's lease, and releases it only after the pipeline
-    closed (a graceful stop hands over at the position it confirmed)."""
+    closed (a graceful stop hands over at the position it confirmed).
+
+    A stop that cuts a wait on PostgreSQL short (`StopRequestedError`: the server took
+    longer than `waiting.STOP_GRACE_S` to answer, frozen or busy) ends the run as
+    stopped, logged, exit code 0."""
     metrics = Metrics()
-    stopper = _Stopper()
+    stopper = _Stopper(waiting.STOP)
     signal.signal(signal.SIGTERM, stopper)
     signal.signal(signal.SIGINT, stopper)
-    with operations(cfg, metrics), ExitStack() as held:
-        lease = None
-        if cfg.ha.enabled:
-            lease = stand_by(cfg, metrics, lambda: stopper.requested)
-            if lease is None:
-                log.info("stopped while standing by")
-                return
-            held.callback(lease.close)
-        try:
-            pipeline = build_pipeline(cfg, metrics, lease)
-            if lease is not None:
-                metrics.tick()  # built: from here a loop that stops moving lets the lease lapse
-                lease.watch(lambda: not metrics.stalled())
-            stopper.attach(pipeline)
-            pipeline.run()
-        except psycopg.OperationalError as exc:
-            # A catalog query (a new table's key columns, a type, TOAST re-select) on a
-            # connection the server closed: the same stop as the stream's own loss.
-            raise SourceError(
-                f"the connection to PostgreSQL was lost: {' '.join(str(exc).split())}",
-                hint="the bridge exits; on restart it resumes from the slot's confirmed_flush_lsn",
-            ) from None
+    try:
+        with operations(cfg, metrics), ExitStack() as held:
+            lease = None
+            if cfg.ha.enabled:
+                lease = stand_by(cfg, metrics, lambda: stopper.requested)
+                if lease is None:
+                    log.info("stopped while standing by")
+                    return
+                held.callback(lease.close)
+            try:
+                pipeline = build_pipeline(cfg, metrics, lease)
+                if lease is not None:
+                    metrics.tick()  # built: from here a stalled loop lets the lease lapse
+                    lease.watch(lambda: not metrics.stalled())
+                stopper.attach(pipeline)
+                pipeline.run()
+            except psycopg.OperationalError as exc:
+                # A catalog query (a new table's key columns, a type, TOAST re-select) on a
+                # connection the server closed: the same stop as the stream's own loss.
+                raise SourceError(
+                    f"the connection to PostgreSQL was lost: {' '.join(str(exc).split())}",
+                    hint="the bridge exits; on restart it resumes from the slot's "
+                    "confirmed_flush_lsn",
+                ) from None
+    except StopRequestedError as exc:
+        log.info("%s; stopped", exc)
 
 
 class _Stopper:
     """The SIGTERM/SIGINT handler, installed before the build: building can take a while
     (creating a slot waits for running transactions), and a pod stopped then should
-    finish the build, stream nothing and exit 0, not die half-built."""
+    exit 0, not die half-built: what is open is closed, and a wait on PostgreSQL under
+    way ends within `waiting.STOP_GRACE_S` (`stop`, the process's, is set last: it may
+    raise out of a connection attempt under way)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: waiting.Stop | None = None) -> None:
         self.requested = False
         self._pipeline: Pipeline | None = None
+        self._stop = stop
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %s: stopping", signal.Signals(signum).name)
         self.requested = True
         if self._pipeline is not None:
             self._pipeline.stop()
+        if self._stop is not None:
+            self._stop.set()
 
     def attach(self, pipeline: Pipeline) -> None:
         self._pipeline = pipeline
@@ -137,9 +150,9 @@ class _Source:
 
     def __init__(self, cfg: Config, metrics: Metrics, opened: ExitStack) -> None:
         src = cfg.source
-        self.catalog = libpq.connect(src.conninfo(), replication=False)
+        self.catalog = libpq.connect(src.conninfo(), replication=False, purpose="catalog")
         _closing(opened, "catalog connection", self.catalog.close)
-        replication = libpq.connect(src.conninfo(), replication=True)
+        replication = libpq.connect(src.conninfo(), replication=True, purpose="replication")
         _closing(opened, "replication connection", replication.close)
         self.rc = libpq.ReplicationConnection(replication)
         version = slots.check_prerequisites(self.rc)
@@ -259,7 +272,7 @@ def _exists(topic: str) -> None:
 def _reselect(cfg: Config, opened: ExitStack) -> ToastReselect:
     """`avro.toast_reselect`: its own normal connection, so its SELECTs never wait behind
     (or sit inside) the catalog connection's work."""
-    conn = libpq.connect(cfg.source.conninfo(), replication=False)
+    conn = libpq.connect(cfg.source.conninfo(), replication=False, purpose="toast_reselect")
     _closing(opened, "toast_reselect connection", conn.close)
     return ToastReselect(conn)
 

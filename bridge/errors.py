@@ -31,6 +31,19 @@ class SourceError(BridgeError):
     """PostgreSQL cannot be used as a replication source as configured."""
 
 
+class SourceTimeoutError(SourceError):
+    """PostgreSQL did not answer within the deadline of the call (`bridge.source.libpq`):
+    the query was cancelled, or its connection closed when the cancel went unanswered too."""
+
+
+class StopRequestedError(BridgeError):
+    """A stop (SIGTERM) ended a wait on PostgreSQL: not a failure. Whatever was under way
+    is dropped unacknowledged; the run ends as stopped and resumes from the slot's
+    confirmed position."""
+
+    exit_code = 0
+
+
 class ProtocolError(BridgeError):
     """Malformed or unsupported bytes on the replication stream.
 

@@ -33,7 +33,7 @@ from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
 from bridge.encode.records import SourceBlock, TxSource
-from bridge.errors import BridgeError, SourceError
+from bridge.errors import BridgeError, SourceError, StopRequestedError
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.kafka.acks import AckTracker, TxHandle
@@ -324,6 +324,8 @@ class Pipeline:
                 log.info(
                     "stop requested while Kafka was full; undelivered work is not acknowledged"
                 )
+            except StopRequestedError as exc:  # a wait on PostgreSQL cut short by the stop
+                log.info("%s; undelivered work is not acknowledged", exc)
             except SourceError as exc:
                 lost = self.positions.lost_slot()
                 if lost is None:

@@ -50,6 +50,7 @@ log = logging.getLogger("bridge.snapshot")
 _TURN_S = 0.1
 _AHEAD = 2  # chunks sent to a reader before it answers: it never waits for the next one
 _START_TIMEOUT_S = 120.0
+_READER_EXIT_S = 10.0  # how long the readers have to exit once told, all together
 
 
 class _InFlight(NamedTuple):
@@ -116,12 +117,22 @@ class _Reader:
         return message
 
     def stop(self) -> None:
+        """No more chunks, and the reader gone (`ask_to_stop`, then `wait`)."""
+        self.ask_to_stop()
+        self.wait(time.monotonic() + _READER_EXIT_S)
+
+    def ask_to_stop(self) -> None:
+        """No more chunks: the reader exits after the one at hand."""
         with contextlib.suppress(OSError):
             self._send.send(None)
         self._send.close()
         self.pipe.close()
+
+    def wait(self, deadline: float) -> None:
+        """Until it exited, killed at `deadline` (monotonic): a reader whose COPY a frozen
+        server never ends must not hold up the stop."""
         try:
-            self.process.wait(10)
+            self.process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -219,7 +230,10 @@ class InitialSnapshot:
             if self._planner is not None:
                 self._planner.join()
             for reader in self._readers:
-                reader.stop()
+                reader.ask_to_stop()
+            deadline = time.monotonic() + _READER_EXIT_S  # one for all of them
+            for reader in self._readers:
+                reader.wait(deadline)
             conn.close()
 
     # -- set-up ---------------------------------------------------------------

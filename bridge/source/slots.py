@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import sql
 
-from bridge.errors import SourceError
+from bridge.errors import SourceError, StopRequestedError
 from bridge.lsn import LSN
 from bridge.source.libpq import SQLSTATE_OBJECT_IN_USE, CommandError, ReplicationConnection
+from bridge.source.waiting import STOP, Stop
 
 
 class SystemInfo(NamedTuple):
@@ -236,12 +237,14 @@ def start_replication(
     *,
     busy_timeout_s: float,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    stop: Stop = STOP,
+    sleep: Callable[[float], object] | None = None,
 ) -> None:
     """START_REPLICATION, retrying while the slot is active in another process.
 
     A Kubernetes pod restart routinely overlaps the old walsender (SQLSTATE 55006),
-    so that case is retried with backoff for `busy_timeout_s`.
+    so that case is retried with backoff for `busy_timeout_s`, or until a stop
+    (`sleep` stands in for the pause between tries, in tests).
     """
     opts = ", ".join(
         f"{rc.quote(sql.Identifier(k))} {rc.quote(sql.Literal(v))}" for k, v in options
@@ -265,5 +268,12 @@ def start_replication(
                     hint="stop the other consumer of this slot, or raise "
                     "source.slot_busy_timeout_s",
                 ) from None
-            sleep(delay)
+            if sleep is None:
+                stop.wait(delay)  # the pause, cut short by a stop
+            else:
+                sleep(delay)
+            if stop.requested:
+                raise StopRequestedError(
+                    f"stop requested while replication slot {slot!r} was active in another process"
+                ) from None
             delay = min(delay * 2, 5.0)
