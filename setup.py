@@ -31,7 +31,9 @@ HOT_PATH = [
     "bridge/source/envelope.py",
     "bridge/source/status.py",
     "bridge/source/stream.py",
-    "bridge/source/libpq.py",  # ReplicationConnection.read_copy, once per message
+    # (bridge/source/libpq.py is not: its read_copy is two calls into psycopg's C code,
+    # which mypyc calls generically anyway, and its psycopg.Connection subclass cannot be
+    # compiled: psycopg's types are Any to the compiler, which then drops the base class)
     # per message and row: pgoutput / pglogical bytes -> messages
     "bridge/decode/reader.py",
     "bridge/decode/messages.py",
