@@ -128,8 +128,9 @@ def connect(
         raise SourceError(
             f"cannot connect to PostgreSQL at {where} as {params.get('user')}: {str(exc).strip()}",
             hint="check source.host/port/dbname/user/password (and sslmode/sslrootcert for a TLS "
-            "error) and that the server accepts connections (pg_hba.conf allows 'replication' "
-            "for this role)",
+            "error) and that pg_hba.conf has a line for this database and role from the bridge's "
+            "address (a logical replication connection matches by database name; the "
+            "'replication' keyword is for physical replication only)",
         ) from None
     conn.link.purpose = purpose or ("replication" if replication else "connection")
     return conn

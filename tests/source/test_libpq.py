@@ -170,8 +170,10 @@ def test_a_failed_connection_names_the_server() -> None:
     with socket.socket() as unused:  # a port nothing listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    with pytest.raises(SourceError, match=f"cannot connect to PostgreSQL at 127.0.0.1:{port}"):
-        libpq.connect({"host": "127.0.0.1", "port": port, "sslmode": "disable"}, replication=False)
+    with pytest.raises(SourceError, match=f"cannot connect to PostgreSQL at 127.0.0.1:{port}") as e:
+        libpq.connect({"host": "127.0.0.1", "port": port, "sslmode": "disable"}, replication=True)
+    # a replication=database connection matches pg_hba.conf lines by database name
+    assert e.value.hint is not None and "matches by database name" in e.value.hint
 
 
 _CONNECTING = """
