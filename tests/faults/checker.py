@@ -89,17 +89,23 @@ def check(
     `identity` names the committed change a record carries (None: a record that carries
     none, such as a tombstone); `committed` holds the identities of every committed change.
     Order: per partition (hence per key), the first copies of changes must arrive in
-    commit-LSN order; a resent copy is judged by the duplicate rule instead.
+    commit-LSN order; a resent copy is judged by the duplicate rule instead. The first
+    copy is the one Kafka appended first (`first_copies`), which for a record without a key
+    (a TRUNCATE) may be in another partition than its resent copy.
     """
     fault_times = [f.t_ms for f in faults]
     first: set[Any] = set()
     duplicated = bad = reordered = 0
     last_lsn: dict[tuple[str, int], int] = {}
-    for rec in sorted(records, key=lambda r: (r.topic, r.partition, r.offset)):
+    newest: dict[tuple[str, int], R] = {}
+    disorder: list[tuple[R, R]] = []
+    ordered = sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
+    firsts = first_copies(ordered, identity)
+    for rec in ordered:
         key = identity(rec)
         if key is None:
             continue
-        if key in first:
+        if firsts[key] is not rec:
             duplicated += 1
             n = bisect.bisect_right(fault_times, rec.append_ms)
             if exactly_once or n == 0 or rec.commit_lsn < faults[n - 1].acked:
@@ -109,7 +115,9 @@ def check(
         where = (rec.topic, rec.partition)
         if rec.commit_lsn < last_lsn.get(where, 0):
             reordered += 1
-        last_lsn[where] = max(rec.commit_lsn, last_lsn.get(where, 0))
+            disorder.append((rec, newest[where]))
+        if rec.commit_lsn >= last_lsn.get(where, 0):
+            last_lsn[where], newest[where] = rec.commit_lsn, rec
     summary = Summary(
         scenario,
         len(faults),
@@ -121,7 +129,53 @@ def check(
         len(first - committed),
     )
     print_table([summary])
+    for late, passed in disorder[:5]:
+        print_disorder(ordered, late, passed, identity)
     return summary
+
+
+def first_copies(ordered: Sequence[R], identity: Callable[[R], Hashable | None]) -> dict[Any, R]:
+    """Each change's first copy in Kafka, from records sorted by (topic, partition, offset).
+
+    Within a partition the lowest offset. A record with a key has every copy in its key's
+    partition; one without (a TRUNCATE: the partitioner picks any partition) may have its
+    copies in several, and Kafka's append time tells which came first (the soak's topics
+    use LogAppendTime). Taking the lowest partition's copy instead made a TRUNCATE resent
+    after a restart into a lower-numbered partition look like a first copy arriving after
+    the newer changes the run before had put there: "out of order", where the record was
+    a duplicate (and its real first copy was counted as the duplicate)."""
+    firsts: dict[Any, R] = {}
+    for rec in ordered:
+        key = identity(rec)
+        if key is None:
+            continue
+        seen = firsts.get(key)
+        if seen is None or (
+            (seen.topic, seen.partition) != (rec.topic, rec.partition)
+            and rec.append_ms < seen.append_ms
+        ):
+            firsts[key] = rec
+    return firsts
+
+
+def print_disorder(
+    ordered: Sequence[R], late: R, passed: R, identity: Callable[[R], Hashable | None]
+) -> None:
+    """A first copy that arrived after a newer change in its partition: both records, and
+    the partition's records from the newer one to a few past the late one, with their
+    identities, commit LSNs, offsets and append times (what tells a replay from disorder)."""
+    print(
+        f"\nout of order in {late.topic}[{late.partition}]: offset {late.offset} "
+        f"{identity(late)} commit {LSN(late.commit_lsn)} after offset {passed.offset} "
+        f"{identity(passed)} commit {LSN(passed.commit_lsn)}"
+    )
+    key = getattr(late, "key", None)
+    for rec in ordered:
+        if (rec.topic, rec.partition) != (late.topic, late.partition):
+            continue
+        near = any(-3 <= rec.offset - at.offset <= 3 for at in (late, passed))
+        if near or (key is not None and getattr(rec, "key", None) == key):
+            print(f"  {rec.offset:>8} {LSN(rec.commit_lsn)!s:>14} {rec.append_ms} {identity(rec)}")
 
 
 def print_table(rows: Sequence[Summary]) -> None:

@@ -57,3 +57,33 @@ def test_reordering_within_a_partition_only() -> None:
     assert check("swapped", COMMITTED, swapped, [], False).out_of_order == 1
     spread = [rec(2, 1, 200, 0, 10), rec(1, 1, 100, 0, 11, partition=1), rec(3, 1, 300, 1, 12)]
     assert check("spread", COMMITTED, spread, [], False).out_of_order == 0
+
+
+def test_a_keyless_change_resent_into_another_partition_is_a_duplicate() -> None:
+    """A TRUNCATE has no key: the partitioner puts each copy anywhere. Here its first copy
+    went to partition 1; after a restart (acknowledged 200) it is resent, with the newer
+    change after it, into partition 0, behind that newer change's first copy. The resent
+    copy is the duplicate (appended later), not a first copy arriving out of order."""
+    earlier = Fault(5.0, LSN(50), "restart")
+    records = [
+        rec(1, 1, 100, 0, 10),
+        rec(3, 1, 300, 1, 12),
+        rec(2, 1, 200, 0, 11, partition=1),  # the TRUNCATE, first copy
+        rec(2, 1, 200, 2, 30),  # resent after the restart, into partition 0
+        rec(3, 1, 300, 3, 31),
+    ]
+    summary = check("keyless resent", COMMITTED, records, [earlier, FAULT], exactly_once=False)
+    assert (summary.lost, summary.out_of_order) == (0, 0)
+    assert (summary.duplicated, summary.bad_duplicates) == (2, 0)
+
+
+def test_a_keyless_change_out_of_order_in_its_partition_is_caught() -> None:
+    """Its first copy (the earliest appended) still has to keep its partition's order."""
+    late = [
+        rec(1, 1, 100, 0, 10),
+        rec(3, 1, 300, 1, 12),
+        rec(2, 1, 200, 2, 13),  # first copy, behind 300
+        rec(2, 1, 200, 0, 30, partition=1),  # a later copy elsewhere
+    ]
+    summary = check("keyless late", COMMITTED, late, [FAULT], exactly_once=False)
+    assert (summary.out_of_order, summary.duplicated, summary.bad_duplicates) == (1, 1, 0)
