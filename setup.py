@@ -63,6 +63,8 @@ HOT_PATH = [
     # per message and row: the loop that moves events through the above
     # (bridge/build.py, which opens everything once, is plain Python)
     "bridge/pipeline.py",
+    # bridge verify, per topic record and per PostgreSQL row: scanned in place, folded
+    "bridge/verify/scan.py",
 ]
 
 # What this build compiled, so that the test session can refuse to run extensions older

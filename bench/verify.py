@@ -8,16 +8,18 @@ bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
 in this process); then, with the bridge still running, `bridge verify` runs as a process
 of its own (so its CPU time and peak RSS are its own, from wait4), once with the default
-memory limit (the states in a dict, spilled to SQLite past 2 GiB) and once with
-`--memory-limit-mb` = `--disk-limit-mb` (the states in SQLite); `--modes` picks one:
+memory limit (the states in a dict, or in hash partitions on disk past it) and once with
+`--memory-limit-mb` = `--disk-limit-mb` (the states on disk); `--modes` picks one:
 1. on the clean table: seconds, rows/s, CPU µs per row of verify and of PostgreSQL (the
    stack's server and its backends), verify's peak RSS, PostgreSQL rows returned, and how
    many rows needed decoding (the others were settled by their Avro bytes);
 2. after `--mismatches` rows were updated while the table was out of the publication
    (changes Kafka never gets): the same, and each must find exactly those;
-3. (unless `--no-repair`) `--repair` of them, timed, then a verify that must report 0.
+3. (unless `--no-repair`) `--repair` of them, timed, then a verify that must report 0;
+4. the stream in the same sitting (`stream_cost`): the bridge's CPU µs per row streaming
+   an update of every row in 100-row transactions, the figure verify's compare with.
 Memory: bytes per key the states take in the dict (tracemalloc over 100,000 keys of this
-table's shape, beside `KeyStore`'s estimate) and in the SQLite file.
+table's shape, beside the store's estimate) and the width of an entry on disk.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ from waiting import wait_for  # noqa: E402
 
 from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
+from bridge.verify import scan  # noqa: E402
 from bridge.verify.repair import repair  # noqa: E402
 from bridge.verify.run import verify  # noqa: E402
-from bridge.verify.state import DIGEST_SIZE  # noqa: E402
-from bridge.verify.store import ROW_DIGEST, Kept, KeyStore, entry_size, long_body  # noqa: E402
+from bridge.verify.store import ENTRY_OVERHEAD, PG_FIXED  # noqa: E402
 from tests.snapshot.helpers import settings  # noqa: E402
 
 DB = "bench_snapshot"  # bench/snapshot.py's prepare() fills it
@@ -215,37 +217,19 @@ def timed(
 
 
 def bytes_per_key(columns: int) -> float:
-    """What one key costs the topic-side state: dict entry, key body (4 bytes, a bigint
-    id in Avro), Kept (row digest and column digests)."""
+    """What one key costs the topic-side state in memory: its identity and its entry
+    (`bridge.verify.scan`) in the fold's dict, measured with tracemalloc over 100,000 keys
+    of bigint ids."""
     n = 100_000
+    fold = scan.Fold(bytes(scan.DIGEST * columns))
     tracemalloc.start()
     start = tracemalloc.get_traced_memory()[0]
-    keys = {
-        i.to_bytes(4, "big"): Kept(i, False, bytes(ROW_DIGEST + DIGEST_SIZE * columns), 0, bytes(9))
-        for i in range(10_000_000, 10_000_000 + n)
-    }
+    for i in range(10_000_000, 10_000_000 + n):
+        key = scan.ident(i.to_bytes(4, "big"))
+        fold.add(key, i.to_bytes(8, "little") + bytes(scan.REST - 8 + scan.DIGEST * columns))
     used = tracemalloc.get_traced_memory()[0] - start
     tracemalloc.stop()
-    del keys
     return used / n
-
-
-def disk_bytes_per_key(columns: int) -> float:
-    """What one key of the same shape (a bigint key) takes in the SQLite file of a spilled
-    `KeyStore` (a budget of 10,000 keys: spilled at the 10,001st, then flushed every
-    5,000)."""
-    n = 100_000
-    digests = bytes(ROW_DIGEST + DIGEST_SIZE * columns)
-    one = entry_size(bytes(4), Kept(0, False, digests, 0, bytes(9)))
-    with tempfile.TemporaryDirectory() as directory:
-        store = KeyStore(10_000 * one, directory, integer_key=True)
-        for i in range(10_000_000, 10_000_000 + n):
-            body = long_body((i + (1 << 63)).to_bytes(8, "big"))  # i's Avro body
-            store.put(body, Kept(i, False, digests, 0, b"\0\0\0\0\1" + body))
-        assert store.live_count() == n and store.on_disk  # the dict flushed
-        size = sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file())
-        store.close()
-    return size / n
 
 
 def released(conn: psycopg.Connection[Any], slot: str) -> bool:
@@ -268,17 +252,48 @@ def unpublished_updates(
     conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE t")
 
 
+def stream_cost(conn: psycopg.Connection[Any], slot: str, rows: int) -> None:
+    """The stream's cost in this sitting, for the ratio: every row of t updated in 100-row
+    transactions and streamed by the bridge in this process; its CPU (this process: the
+    bridge's threads, the rest idles) from the first update until the slot confirms the
+    last."""
+    t0, cpu0 = time.monotonic(), sum(os.times()[:2])
+    conn.execute(
+        "DO $$ BEGIN FOR i IN 0.." + str((rows - 1) // 100) + " LOOP "
+        "UPDATE t SET v = v + 1 WHERE id > i * 100 AND id <= i * 100 + 100; COMMIT; "
+        "END LOOP; END $$"
+    )
+    row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+    assert row is not None
+    end = int(row[0])
+
+    def confirmed() -> bool:
+        got = conn.execute(
+            "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+            (slot,),
+        ).fetchone()
+        return got is not None and int(got[0]) >= end
+
+    wait_for(confirmed, 1800, "the stream's acknowledgement", every=0.2)
+    seconds, used = time.monotonic() - t0, sum(os.times()[:2]) - cpu0
+    print(
+        f"stream: {rows:,} updates in 100-row transactions in {seconds:.1f}s = "
+        f"{rows / seconds:,.0f} rows/s; bridge CPU {used:.1f}s = {used / rows * 1e6:.1f} µs/row; "
+        f"load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+
+
 def state_sizes() -> None:
-    """The per-key state of this table's shape, in memory and in SQLite."""
+    """The per-key state of this table's shape, in memory and on disk."""
     per_key = bytes_per_key(6)
-    shape = Kept(0, False, bytes(ROW_DIGEST + DIGEST_SIZE * 6), 0, bytes(9))
-    estimate = entry_size(bytes(4), shape)
-    on_disk = disk_bytes_per_key(6)
+    width = scan.IDENT + scan.REST + scan.DIGEST * 6
+    estimate = ENTRY_OVERHEAD + width
     print(
         f"topic-side state: in memory {per_key:.0f} bytes per key (6 columns; KeyStore's "
         f"estimate {estimate}) = {per_key * 10_000_000 / 2**30:.1f} GiB for 10M keys; "
-        f"in SQLite {on_disk:.0f} bytes per key = {on_disk * 10_000_000 / 2**30:.1f} GiB "
-        "for 10M keys",
+        f"on disk {width} bytes per record and {scan.IDENT + PG_FIXED + scan.DIGEST * 6} "
+        "per PostgreSQL row, written and read once",
         flush=True,
     )
 
@@ -289,8 +304,10 @@ def measure(
     path: Path,
     conn: psycopg.Connection[Any],
     publication: str,
+    slot: str,
 ) -> None:
-    """The runs of the module docstring, with the bridge running on `cfg` (also in `path`)."""
+    """The runs of the module docstring, with the bridge running on `cfg` (also in `path`),
+    then the stream's cost (`stream_cost`), last: its records would add to verify's."""
     limits = {"default": None, "disk": args.disk_limit_mb}
     modes = {mode: limits[mode] for mode in args.modes.split(",")}
     for limit in modes.values():
@@ -311,6 +328,7 @@ def measure(
         print(f"repair: {done.reread} rows re-emitted in {seconds:.1f}s", flush=True)
         after = timed(path, conn, "after repair", next(reversed(modes.values())))
         assert after["status"] == "equal", after
+    stream_cost(conn, slot, args.rows)
 
 
 def main() -> None:
@@ -359,7 +377,7 @@ def main() -> None:
         path = workdir / "bridge.yaml"
         path.write_text(json.dumps(dumped))
         try:
-            measure(args, cfg, path, conn, publication)
+            measure(args, cfg, path, conn, publication, slot)
         finally:
             pipeline.stop()
             thread.join(120)

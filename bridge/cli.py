@@ -175,7 +175,7 @@ def verify(
             "--memory-limit-mb",
             min=0,
             help="MiB of per-key topic state held in memory per table; beyond it the state "
-            "goes to an SQLite file under TMPDIR.",
+            "goes to hash-partition files under TMPDIR.",
         ),
     ] = DEFAULT_MEMORY_LIMIT // MB,
     spark: Annotated[

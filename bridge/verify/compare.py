@@ -1,26 +1,28 @@
 """One table compared: PostgreSQL's rows at the point against a folded topic.
 
 PostgreSQL's rows are read inside the point's exported snapshot with the snapshot reader's
-query and raw-text loaders, encoded by the bridge's own encoder (op "r", as a snapshot
-would produce them) and decoded like the topic's records (`state.Decoder`), so every
+query and raw-text loaders and encoded by the bridge's own encoder, the row's Avro body
+alone (`ChangeEncoder.row_bodies`, as the `after` of a snapshot record holds it), so every
 documented conversion (numeric modes, timestamptz, infinity sentinels, TOAST placeholders)
-is applied on both sides and compares equal.
+is applied on both sides, and equal rows are equal bytes.
 
-The topic side is already reduced to one `Kept` per key, so the comparison is one ordered
-pass over the table, taking each fetched batch's states out of the key store
-(`KeyStore.claim`: dict pops, or one SQLite query per batch once the store spilled to
-disk); the states left at the end are the ghosts. Most rows are settled without decoding:
-the bridge's encoder writes the row's Avro body alone (`ChangeEncoder.row_bodies`), and
-its digest equals the key's row digest when the topic's newest record holds the same
-bytes (Avro's binary encoding of a value is unique). Only the others (mismatches, rows
-completed by carried TOAST values, records of older schema versions) are encoded as
-records and decoded as above, and then the column digests say which columns differ.
+The topic side is already reduced to one state per key (`bridge.verify.state`). With the
+states in memory the comparison is one ordered pass over the table, each row taking its
+key's state out of the dict; with them in hash partitions on disk
+(`bridge.verify.store`) each row's digests go to its key's partition, and the partitions
+are compared one at a time. Either way the states left at the end are the ghosts, and
+most rows are settled by one comparison: the digest of the row's body against the row
+digest of the key's newest record (Avro's binary encoding of a value is unique). Only the
+others (mismatches, rows completed by carried TOAST values, records of older schema
+versions) are compared column by column, and the column digests say which columns
+differ. The verdict is the same in both storages: mismatches are reported in the
+table's order (by row number), ghosts by key.
 
 Why no pass of order-independent hashes per key range first: both sides are read in full
 whatever it finds (the topic is a log whose every record changes the fold, and a row's
 digest needs the row encoded by the bridge), so such a pass could only save the look-up,
-which costs a fraction of a microsecond in the dict and a few on disk against some fifty
-per row for reading the two sides; and descending into a range that differs would
+which costs a fraction of a microsecond against the several per row of reading the two
+sides; and descending into a range that differs would
 read that range of PostgreSQL a second time. Worse, a key range means PostgreSQL's order
 (collations, numeric and composite keys), which the Avro key bytes do not keep, so the
 topic side could not even place its keys in the ranges. Hashing ranges pays when rows
@@ -30,6 +32,7 @@ would otherwise cross a network to be compared; here they are streamed here anyw
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -38,9 +41,10 @@ import psycopg
 from bridge.decode.messages import KIND_TEXT
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
-from bridge.snapshot.reader import Row, TableJob, encode_rows, row_kinds, snapshot_source
-from bridge.verify.state import Decoder, TopicState, differing_columns, row_digest
-from bridge.verify.store import ROW_DIGEST, Kept, KeyStore
+from bridge.snapshot.reader import TableJob, encode_rows, snapshot_source
+from bridge.verify import scan
+from bridge.verify.state import Decoder, TopicState, differing_columns, kept
+from bridge.verify.store import Kept, KeyStore
 
 SAMPLES = 5  # keys shown per kind of mismatch
 REPAIR_KEY_LIMIT: Final = 100_000  # keys of one table verify --spark --repair collects
@@ -113,7 +117,7 @@ class TableResult:
     columns: Counter[str] = field(default_factory=Counter)
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str | None = None
-    on_disk: bool = False  # the topic's key states passed the memory budget: SQLite
+    on_disk: bool = False  # the topic's key states passed the memory budget: on disk
     lake: LakeResult | None = None  # with --lake: the lake table's verdict
     # for --repair: what was compared, how far the topic was read, and the keys to fix
     snapshot_table: SnapshotTable | None = None
@@ -162,12 +166,18 @@ class TableResult:
         }
 
 
+# framed keys of records by (partition, offset), read from the topic: ghosts whose state
+# does not hold their key's bytes (`bridge.verify.topic.record_keys`)
+RecordKeys = Callable[[list[tuple[int, int]]], dict[tuple[int, int], bytes]]
+
+
 def compare_table(
     conn: psycopg.Connection[Any],
     table: SnapshotTable,
     job: TableJob,
     state: TopicState,
     result: TableResult,
+    record_keys: RecordKeys,
     lake: LakeSink | None = None,
 ) -> None:
     """Fill `result` from the table read on `conn` (inside the point's snapshot); each row's
@@ -177,74 +187,126 @@ def compare_table(
     store = state.keys
     result.records = state.records
     result.after_point = state.after_point
-    result.live_keys = store.live_count()
     result.on_disk = store.on_disk
     names = [c.name for c in table.relation.columns]
     key_at = [names.index(k.name) for k in table.key]
     all_text = bytes((KIND_TEXT,)) * len(names)
     query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
     source = snapshot_source("", "", state.point, "true")
-    where = f"{table.label} row"
+    bodies = job.encoder.row_bodies
+    found = _Found(decoder, result)
+    if not store.on_disk:
+        result.live_keys = store.live_count()
+    number = 0
     with conn.cursor(name=f"verify_{table.relation.oid}") as cursor:
         cursor.itersize = _FETCH
         cursor.execute(query, params)
         while rows := cursor.fetchmany(_FETCH):
-            claimed: dict[bytes, Kept] = {}
-            if lake is None:
-                rows, claimed = _unequal(rows, job, all_text, store, result)
-            records, _ = encode_rows(rows, job, source)
-            keys = []
-            for record in records:
-                key, value = record.key, record.value
-                assert key is not None and value is not None  # a keyed table's "r" record
-                keys.append((decoder.key(key, where), key, value))
             if lake is not None:
-                for (name, key, value), row in zip(keys, rows, strict=True):
+                records, _ = encode_rows(rows, job, source)
+                for record, row in zip(records, rows, strict=True):
+                    key, value = record.key, record.value
+                    assert key is not None and value is not None  # a keyed table's "r" record
                     text = tuple(_text(row[i]) for i in key_at)
-                    lake.add_row(name, key, value, text)  # it reads the key's state: claim after
-                claimed = store.claim([name for name, _, _ in keys])
-            for (name, _, value), row in zip(keys, rows, strict=True):
-                after = decoder.envelope(value, where).get("after") or {}
-                columns = b"".join(decoder.digests(after))
-                result.rows += 1
-                result.decoded += 1
-                kept = claimed.get(name)
-                if kept is None or kept.deleted:
-                    result.missing += 1
-                    result.sample("missing", decoder, name)
-                elif kept.digests == columns:
-                    result.equal += 1
-                    continue
-                else:
-                    result.different += 1
-                    result.columns.update(differing_columns(decoder.fields, kept.digests, columns))
-                    result.sample("different", decoder, name)
-                result.reread_keys.append(tuple(_text(row[i]) for i in key_at))
-    result.ghost_keys = {name: kept for name, kept in store.items() if not kept.deleted}
-    result.ghosts = len(result.ghost_keys)
-    for name in sorted(result.ghost_keys):  # the same samples whatever the store's order
-        result.sample("ghost", decoder, name)
+                    lake.add_row(decoder.key(key, "row"), key, value, text)  # before the claim
+            if store.on_disk:
+                scan.spill_rows(store, rows, bodies, all_text, key_at, number, decoder.row_scan)
+            else:
+                unsettled: list[scan.Unsettled] = []
+                states = store.memory
+                found.equal(
+                    scan.settle_rows(states, rows, bodies, all_text, key_at, number, unsettled)
+                )
+                for number_, key, texts, body, kept_ in unsettled:
+                    found.row(number_, key, texts, decoder.columns(body), kept_)
+            number += len(rows)
+    if store.on_disk:
+        ghosts = _partitions(store, found)
+    else:
+        ghosts = [(k, s) for k, s in store.states() if scan.live(s)]
+    found.finish(ghosts, record_keys)
 
 
-def _unequal(
-    rows: list[Row], job: TableJob, all_text: bytes, store: KeyStore, result: TableResult
-) -> tuple[list[Row], dict[bytes, Kept]]:
-    """The rows whose Avro body differs from their key's row digest (or that have no live
-    key in the topic, or no digest there), and the states of all the rows' keys, taken out
-    of `store`; the equal rows are counted here. A row's key body is its `Decoder.key`
-    (written with the current key schema)."""
-    bodies = job.encoder.row_bodies
-    encoded = [bodies(row_kinds(row, all_text), row) for row in rows]
-    claimed = store.claim([key for key, _ in encoded])
-    rest = []
-    for row, (key, body) in zip(rows, encoded, strict=True):
-        kept = claimed.get(key)
-        if kept is not None and not kept.deleted and kept.columns[:ROW_DIGEST] == row_digest(body):
-            result.rows += 1
+def _partitions(store: KeyStore, found: _Found) -> list[tuple[bytes, bytes]]:
+    """The spilled rows compared, partition by partition; returns the ghosts."""
+    ghosts = []
+    for states, chunks in store.partitioned():
+        found.result.live_keys += sum(1 for s in states.values() if scan.live(s))
+        for chunk in chunks:
+            unsettled: list[scan.Unsettled] = []
+            found.equal(scan.settle_chunk(states, chunk, store.row_width, unsettled))
+            for number, _, where, columns, state in unsettled:
+                at = int.from_bytes(where[0][:8], "little")
+                size = int.from_bytes(where[0][8:], "little")
+                key, texts = scan.row_texts(store.texts(at, size))
+                found.row(number, key, texts, columns, state)
+        ghosts += [(k, s) for k, s in states.items() if scan.live(s)]
+    return ghosts
+
+
+class _Found:
+    """What the comparison found, put in `result` in an order that does not depend on the
+    store's: mismatches by row number, ghosts by key."""
+
+    def __init__(self, decoder: Decoder, result: TableResult) -> None:
+        self.decoder = decoder
+        self.result = result
+        # (row number, kind, key body, key texts)
+        self.mismatches: list[tuple[int, str, bytes, tuple[str, ...]]] = []
+
+    def equal(self, rows: int) -> None:
+        self.result.rows += rows
+        self.result.equal += rows
+
+    def row(
+        self,
+        number: int,
+        key: bytes,
+        texts: tuple[bytes, ...],
+        columns: bytes,
+        state: bytes | None,
+    ) -> None:
+        """A row its row digest did not settle: compared column by column."""
+        result = self.result
+        result.rows += 1
+        result.decoded += 1
+        if state is None or not scan.live(state):
+            result.missing += 1
+            kind = "missing"
+        elif state[scan.COLUMNS_AT :] == columns:
             result.equal += 1
+            return
         else:
-            rest.append(row)
-    return rest, claimed
+            result.different += 1
+            result.columns.update(
+                differing_columns(self.decoder.fields, state[scan.COLUMNS_AT :], columns)
+            )
+            kind = "different"
+        self.mismatches.append((number, kind, key, tuple(t.decode() for t in texts)))
+
+    def finish(self, ghosts: list[tuple[bytes, bytes]], record_keys: RecordKeys) -> None:
+        result, decoder = self.result, self.decoder
+        self.mismatches.sort()
+        for _, kind, key, texts in self.mismatches:
+            result.sample(kind, decoder, key)
+            result.reread_keys.append(texts)
+        wanted = []
+        raw: dict[bytes, bytes] = {}
+        for key, state in ghosts:
+            partition, offset, key_id = scan.where_of(state)
+            body = scan.body_of(key)
+            if body is None or state[scan.FLAGS_AT] & scan.RESCANNED:
+                wanted.append((partition, offset))
+            else:
+                raw[key] = b"\0" + key_id.to_bytes(4, "big") + body
+        fetched = record_keys(sorted(wanted)) if wanted else {}
+        for key, state in ghosts:
+            partition, offset, _ = scan.where_of(state)
+            framed = raw.get(key) or fetched[partition, offset]
+            result.ghost_keys[decoder.key(framed, f"{result.topic} ghost")] = kept(state, framed)
+        result.ghosts = len(result.ghost_keys)
+        for name in sorted(result.ghost_keys):  # the same samples whatever the store's order
+            result.sample("ghost", decoder, name)
 
 
 def _text(value: bytes | None) -> str:

@@ -118,7 +118,7 @@ class LakeSide:
         self, name: bytes, key: bytes, value: bytes | None, text: tuple[str, ...] | None = None
     ) -> None:
         """One raw Kafka row for the reader (offset = row number) and its side columns."""
-        kept = self.state.keys.get(name)
+        kept = self.state.get(name)
         later = self.state.later is not None and name in self.state.later
         row = len(self._raw)
         self._raw.append((self.topic, 0, row, key, value))
@@ -136,7 +136,7 @@ class LakeSide:
 
     def _finish(self) -> None:
         """Keys the topic knows and PostgreSQL does not: key-only rows."""
-        for name, kept in self.state.keys.items():
+        for name, kept in self.state.items():
             if name not in self._seen:
                 self._add(name, kept.raw_key, None)
                 self._seen.add(name)
@@ -202,7 +202,7 @@ class LakeSide:
                 fix.left += 1
                 continue
             name, text = self._keys[row]
-            kept = self.state.keys.get(name)
+            kept = self.state.get(name)
             if text is not None:
                 fix.reread.append(text)
             elif kept is not None:  # the topic knows the key: its newest record says where

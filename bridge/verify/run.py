@@ -18,6 +18,7 @@ this process holds the snapshot's transaction open while Spark's tasks read insi
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,7 +47,7 @@ from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.schemas import is_local, lookup_registry
 from bridge.verify.state import Decoder, TopicState
 from bridge.verify.store import DEFAULT_MEMORY_LIMIT
-from bridge.verify.topic import read_topic
+from bridge.verify.topic import read_topic, record_keys
 
 log = logging.getLogger("bridge.verify")
 
@@ -163,19 +164,28 @@ def verify(
                     spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair, lake
                 )
                 continue
-            with closing(
-                TopicState(
-                    decoder, point, track_later=target is not None, memory_limit=memory_limit
-                )
-            ) as state:
+            state = TopicState(
+                decoder,
+                point,
+                track_later=target is not None,
+                memory_limit=memory_limit,
+                topic=job.topic,
+            )
+            with closing(state):
                 result.ends = read_topic(cfg, job.topic, state, timeout)
+                progress(
+                    f"{table.label}: topic read, {state.records:,} records"
+                    + " (key states on disk)" * state.keys.on_disk
+                    + "; comparing with PostgreSQL"
+                )
                 if target is None:
-                    compare_table(reader, table, job, state, result)
+                    keys = functools.partial(record_keys, cfg, job.topic)
+                    compare_table(reader, table, job, state, result, keys)
                 else:
                     spark = spark or opened.enter_context(_session(spark_master, spark_conf))
                     progress(f"{table.label}: comparing the topic, then the lake table {target}")
                     _with_lake(cfg, reader, spark, target, state, result, timeout)
-            progress(f"{table.label}: {result.status}" + " (key states on disk)" * result.on_disk)
+            progress(f"{table.label}: {result.status}")
         return Verification(point, results)
 
 
@@ -207,7 +217,8 @@ def _with_lake(
     key_schema = result.job.encoder.table.key_schema
     assert key_schema is not None
     side = LakeSide(result.topic, state)
-    compare_table(reader, result.snapshot_table, result.job, state, result, side)
+    fetch = functools.partial(record_keys, cfg, result.topic)
+    compare_table(reader, result.snapshot_table, result.job, state, result, fetch, side)
     keys = [f["name"] for f in key_schema["fields"]]
     fix = LakeFix()
     result.lake = side.compare(spark, cfg, target, keys, timeout, fix)

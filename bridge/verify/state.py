@@ -1,12 +1,17 @@
 """What a key-based consumer holds after reading a topic: per key, a digest of each column.
 
-Both sides of a verification are brought to one form here. A topic record and a row read
-from PostgreSQL (encoded by the bridge's own encoder) are decoded with fastavro from the
-registered writer schema into the table's current schema, with logical types left as their
-wire values (a +infinity timestamp or a NaN decimal has no Python object, and raw values
-compare exactly); each row column is reduced to an 8-byte digest of that value. Nothing
-reads a source or envelope field by position, so fields added to the envelope or source
-block change nothing here.
+Both sides of a verification are brought to one form here. A topic record's `after` row
+and a row read from PostgreSQL (encoded by the bridge's own encoder, in the table's
+current schema) are reduced to a digest of the whole row's Avro bytes and one of each
+column's (`bridge.verify.scan`, compiled: the records are scanned in place, never decoded
+into Python objects). Avro's binary encoding of a value is unique, so equal bytes are an
+equal value; logical types play no part (a +infinity timestamp or a NaN decimal compares
+as its wire bytes). A record written with another version of the schema is decoded
+with fastavro from its registered writer schema into the current one and encoded again
+in it (`Decoder.reencoded`): its columns compare as the current schema writes them, and
+it has no row digest (the comparison goes column by column). Nothing reads a source or
+envelope field by position, so fields added to the envelope or source block change
+nothing here.
 
 The fold follows `bridge.spark.apply` (a key-based consumer's rules):
 - the newest change per key wins; a delete removes the key (its column digests are kept
@@ -18,15 +23,14 @@ The fold follows `bridge.spark.apply` (a key-based consumer's rules):
   it are dropped (they may come from another partition);
 - tombstones change nothing: the delete before each one already did.
 
-The states live in a `bridge.verify.store.KeyStore`: a dict, or an SQLite file once they
-pass the memory budget. The fold above is the same for both; it reads a key's previous
-state only where a rule needs it (a delete, an unsent TOASTed value), so a spilled store
-costs a disk look-up for those records only.
+The states live in a `bridge.verify.store.KeyStore`, in memory or spilled to files in
+hash partitions when they would pass the memory budget; the fold (`scan.Fold`) is the
+same for both.
 
 Records of transactions committed at or after the verification point are left out: a
-streamed change by its commit LSN (`source.lsn`, or the commit-LSN field where the source
-block has one), a snapshot read (op "r") by its snapshot's LSN, which sees what committed
-before it.
+streamed change by its commit LSN (`source.commit_lsn`, or `source.lsn` where the source
+block has no commit LSN), a snapshot read (op "r") by its snapshot's LSN, which sees what
+committed before it.
 """
 
 from __future__ import annotations
@@ -34,32 +38,18 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, NamedTuple
 
 import fastavro
 
 from bridge.errors import SchemaError
-from bridge.verify.store import DEFAULT_MEMORY_LIMIT, ROW_DIGEST, Kept, KeyStore
+from bridge.verify import scan
+from bridge.verify.store import DEFAULT_MEMORY_LIMIT, Kept, KeyStore
 
 OLD_KEY_HEADER: Final = "__debezium.oldkey"
 _HEADER: Final = struct.Struct(">bI")
-DIGEST_SIZE: Final = 8
-NO_ROW: Final = bytes(ROW_DIGEST)
-_PACK: Final = struct.Struct("<q").pack
-# A future source block carries the commit LSN in its own field and the event's LSN in
-# `lsn`; until then `lsn` is the commit LSN.
-_COMMIT_LSN_FIELDS: Final = ("commit_lsn", "lsn")
-
-
-def digest(value: Any) -> bytes:
-    """8 bytes standing for one decoded value (repr keeps type: 1 and '1' differ). Python's
-    string hash (64-bit SipHash) is salted per process: digests are compared only within
-    the process that made them, never stored."""
-    return _PACK(hash(repr(value)))
-
-
-NULL_DIGEST: Final = digest(None)
+_NOT_OURS: Final = "verify reads only topics the bridge writes; remove the foreign record"
 
 
 def raw_schema(schema: Any) -> Any:
@@ -92,11 +82,10 @@ def schema_id(data: bytes, where: str) -> int:
     return int(found)
 
 
-_NOT_OURS: Final = "verify reads only topics the bridge writes; remove the foreign record"
-
-
 class Decoder:
-    """Framed Avro -> dicts in the table's current key and envelope schemas.
+    """Framed Avro in the table's current key and envelope schemas: keys as the current
+    key schema writes them (`key`), records of other schema versions encoded again in the
+    current one (`reencoded`), and the scanner of current records (`envelope_scan`).
 
     `writer` fetches a registered schema's text by id (cached here)."""
 
@@ -107,7 +96,6 @@ class Decoder:
         writer: Callable[[int], str],
     ) -> None:
         self._key_raw: Any = None if key_schema is None else raw_schema(key_schema)
-        self.integer_key = self._key_raw is not None and _one_integer(self._key_raw)
         self._key_reader: Any = (
             None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
         )
@@ -116,9 +104,10 @@ class Decoder:
         self._value_reader = fastavro.parse_schema(self._value_raw)
         self.fields = row_fields(envelope_schema)
         self._writer = writer
-        self._head, self._rest, self._after_only = _split(self._value_raw)
-        # (schema id, reader is the key's) -> (parsed writer, reader or None when the same)
+        # schema id -> (parsed writer, reader or None when the same)
         self._plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
+        self.envelope_scan = scan.EnvelopeScan(self._value_raw, list(self.fields))
+        self.row_scan = self.envelope_scan.row
 
     def _plan(self, found: int, key: bool) -> tuple[Any, Any]:
         """Schema resolution costs fastavro several times the decoding itself, per record:
@@ -146,6 +135,19 @@ class Decoder:
         assert isinstance(out, dict)  # both readers are records
         return out
 
+    def current_value(self, found: int) -> bool:
+        """Whether value schema `found` is the current envelope schema."""
+        _, resolve = self._plans.get((found, False)) or self._plan(found, False)
+        return resolve is None
+
+    def current_key(self, found: int) -> bool:
+        """Whether key schema `found` is the current key schema."""
+        same = self._same_key.get(found)
+        if same is None:
+            writer = raw_schema(json.loads(self._writer(found)))
+            same = self._same_key[found] = writer == self._key_raw
+        return same
+
     def key_fields(self, data: bytes, where: str) -> dict[str, Any]:
         """The key's fields as wire values."""
         if self._key_reader is None:
@@ -156,12 +158,7 @@ class Decoder:
         """The key's Avro body in the current key schema: equal keys, equal bytes, whatever
         the schema id. A key written with the current schema is used as it is (Avro's
         encoding of a record of scalars is unique); any other is decoded and re-encoded."""
-        found = schema_id(data, where)
-        same = self._same_key.get(found)
-        if same is None:
-            writer = raw_schema(json.loads(self._writer(found)))
-            same = self._same_key[found] = writer == self._key_raw
-        if same:
+        if self.current_key(schema_id(data, where)):
             return data[_HEADER.size :]
         out = io.BytesIO()
         fastavro.schemaless_writer(out, self._key_reader, self.key_fields(data, where))
@@ -176,164 +173,23 @@ class Decoder:
     def envelope(self, data: bytes, where: str) -> dict[str, Any]:
         return self._decode(data, self._value_reader, where)
 
-    def envelope_row(self, data: bytes, where: str) -> tuple[dict[str, Any], bytes | None]:
-        """`envelope`, and the `after` row's Avro body when the record has one and no
-        `before`, written with the current schema (else None). Its end is found by reading
-        the envelope in two parts, `before` + `after` and the rest: no extra decoding."""
-        found = schema_id(data, where)
-        _, resolve = self._plans.get((found, False)) or self._plan(found, False)
-        if resolve is not None or data[5:7] != self._after_only:
-            return self._decode(data, self._value_reader, where), None
-        stream = io.BytesIO(data)
-        stream.seek(_HEADER.size)
-        try:
-            head = fastavro.schemaless_reader(stream, self._head, None)
-            end = stream.tell()
-            out = fastavro.schemaless_reader(stream, self._rest, None)
-        except Exception as exc:  # as in `_decode`
-            raise SchemaError(
-                f"{where}: cannot decode with schema id {found}: {exc}", hint=_NOT_OURS
-            ) from None
-        assert isinstance(head, dict) and isinstance(out, dict)
-        out.update(head)
-        return out, data[7:end]
+    def reencoded(self, data: bytes, where: str) -> bytes:
+        """A record of another envelope schema version as the current one writes it (its
+        5-byte header kept): decoded into the current schema, then encoded again."""
+        out = io.BytesIO()
+        out.write(data[:5])
+        fastavro.schemaless_writer(out, self._value_reader, self.envelope(data, where))
+        return out.getvalue()
 
-    def digests(self, row: Mapping[str, Any]) -> list[bytes]:
-        return [digest(row.get(f)) for f in self.fields]
-
-
-def _one_integer(key_schema: Mapping[str, Any]) -> bool:
-    """A key of one int or long column (logical types stripped): its Avro body is one
-    zigzag varint, which the key store keeps in numeric order (`bridge.verify.store`)."""
-    fields = key_schema["fields"]
-    if len(fields) != 1:
-        return False
-    kind = fields[0]["type"]
-    return (kind.get("type") if isinstance(kind, dict) else kind) in ("int", "long")
-
-
-def _split(envelope: Mapping[str, Any]) -> tuple[Any, Any, bytes]:
-    """The envelope as two records read one after the other (`before` and `after`, then
-    the other fields) and the union tags of a record with no `before` and an `after`."""
-    fields = envelope["fields"]
-    head = [f for f in fields if f["name"] in ("before", "after")]
-    if [f["name"] for f in fields[:2]] != ["before", "after"]:
-        raise SchemaError("envelope schema not starting with before, after", hint=_NOT_OURS)
-    rest = {**envelope, "name": envelope["name"] + "Rest", "fields": fields[2:]}
-    branches = head[0]["type"]
-    null_first = isinstance(branches, list) and branches[0] == "null"
-    tags = b"\x00\x02" if null_first else b"\x02\x00"
-    return (
-        fastavro.parse_schema({**envelope, "fields": head}),
-        fastavro.parse_schema(rest),
-        tags,
-    )
-
-
-def row_digest(body: bytes) -> bytes:
-    """`ROW_DIGEST` bytes standing for a row's Avro body (never NO_ROW; salted like
-    `digest`)."""
-    return _PACK(hash(body) or 1)
+    def columns(self, body: bytes) -> bytes:
+        """The column digests of a row's Avro body in the current schema."""
+        parts: list[bytes] = []
+        self.row_scan.digests(body, 0, parts)
+        return b"".join(parts)
 
 
 def _show(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else repr(value)
-
-
-def commit_lsn(envelope: Mapping[str, Any]) -> int:
-    source = envelope.get("source") or {}
-    for name in _COMMIT_LSN_FIELDS:
-        found = source.get(name)
-        if found is not None:
-            return int(found)
-    return 0
-
-
-class TopicState:
-    """Records folded into per-key `Kept` states (see the module docstring)."""
-
-    def __init__(
-        self,
-        decoder: Decoder,
-        point: int,
-        *,
-        track_later: bool = False,
-        memory_limit: int = DEFAULT_MEMORY_LIMIT,
-    ) -> None:
-        self.decoder = decoder
-        self.point = point
-        # by `Decoder.key`; on disk beyond the limit
-        self.keys = KeyStore(memory_limit, integer_key=decoder.integer_key)
-        # with `track_later`: keys changed at or after the point (-> their framed key), which
-        # a lake may already show in a newer state (`bridge.verify.lake`)
-        self.later: dict[bytes, bytes] | None = {} if track_later else None
-        self.truncated = 0  # LSN of the newest TRUNCATE folded
-        self.records = 0
-        self.after_point = 0  # records left out: committed at or after the point
-
-    def fold(
-        self,
-        where: str,
-        partition: int,
-        key: bytes | None,
-        env: Mapping[str, Any] | None,
-        headers: Iterable[tuple[str, bytes | None]] | None,
-        row: bytes | None = None,
-    ) -> None:
-        """One record, its value decoded by `decoder.envelope` (None for a tombstone), and
-        its row's body from `decoder.envelope_row` when it gave one."""
-        self.records += 1
-        if env is None:
-            return
-        op, lsn = env.get("op"), commit_lsn(env)
-        if (lsn > self.point) if op == "r" else (lsn >= self.point):
-            self.after_point += 1
-            if self.later is not None and key is not None and op != "t":
-                self.later[self.decoder.key(key, where)] = key
-            return
-        if op == "t":
-            if lsn > self.truncated:
-                self.truncated = lsn
-                self.keys.drop_older(lsn)
-            return
-        if lsn < self.truncated or key is None:
-            return
-        name = self.decoder.key(key, where)
-        # a key's records sit in one partition, in commit order; its previous state is read
-        # only where a rule needs it (a look-up on disk when the store spilled)
-        if op == "d":
-            old = self.keys.get(name)
-            columns = (
-                old.columns if old is not None else NO_ROW + NULL_DIGEST * len(self.decoder.fields)
-            )
-            self.keys.put(name, Kept(lsn, True, columns, partition, key))
-            return
-        digests = self.decoder.digests(env.get("after") or {})
-        unchanged = env.get("unchanged_fields")
-        whole = NO_ROW if row is None else row_digest(row)
-        if unchanged:
-            moved = _header(headers, OLD_KEY_HEADER) if op == "c" else None
-            base = (
-                self.keys.get(name)
-                if moved is None
-                else self.keys.get(self.decoder.key(moved, f"{where} {OLD_KEY_HEADER}"))
-            )
-            self._carry(digests, unchanged, base)
-            whole = NO_ROW
-        self.keys.put(name, Kept(lsn, False, whole + b"".join(digests), partition, key))
-
-    def close(self) -> None:
-        """Remove the key store's file, if it spilled to disk."""
-        self.keys.close()
-
-    def _carry(self, digests: list[bytes], unchanged: Iterable[str], base: Kept | None) -> None:
-        """Unsent columns keep `base`'s value (the key's own, or a moved key's old one),
-        null without one."""
-        names = set(unchanged)
-        for i, field in enumerate(self.decoder.fields):
-            if field in names:
-                at = i * DIGEST_SIZE
-                digests[i] = NULL_DIGEST if base is None else base.digests[at : at + DIGEST_SIZE]
 
 
 def _header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> bytes | None:
@@ -343,9 +199,217 @@ def _header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> by
     return None
 
 
+class Entry(NamedTuple):
+    """One record folded: its commit LSN (the order partitions are merged in), its key's
+    identity and state (`bridge.verify.scan`), and the old key's identity when the state
+    carries values from it (a key change's create)."""
+
+    lsn: int
+    key: bytes
+    state: bytes
+    moved_from: bytes | None
+
+
+class TopicState:
+    """Records folded into per-key states (see the module docstring).
+
+    `expected`: about how many records will be folded (the offsets to read), which decides
+    whether the states stay in memory (`bridge.verify.store`); `in_memory`: they do,
+    whatever the budget, with each key's framed bytes kept (`get`, `items`: what the lake
+    comparison and the repair's check of later changes look up)."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        point: int,
+        *,
+        track_later: bool = False,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        expected: int = 0,
+        in_memory: bool = False,
+        directory: str | None = None,
+        topic: str = "",
+    ) -> None:
+        self.decoder = decoder
+        self.point = point
+        self.topic = topic  # for errors
+        self.entries = scan.Entries(decoder.envelope_scan, point)
+        row = decoder.envelope_scan.row
+        self.keys = KeyStore(
+            memory_limit,
+            row.nulls,
+            expected=expected,
+            in_memory=in_memory or track_later,
+            directory=directory,
+        )
+        # keys changed at or after the point (-> their framed key), which a lake may already
+        # show in a newer state (`bridge.verify.lake`); with `track_later` only
+        self.later: dict[bytes, bytes] | None = {} if track_later else None
+        self._raw: dict[bytes, bytes] | None = {} if (in_memory or track_later) else None
+        self.records = 0
+        self.after_point = 0  # records left out: committed at or after the point
+        self._moved_from: bytes | None = None  # the last entry's old key (a key change)
+
+    @property
+    def truncated(self) -> int:
+        """The LSN of the newest TRUNCATE folded."""
+        return self.keys.truncated
+
+    def entry(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Callable[[], list[tuple[str, bytes | None]] | None],
+    ) -> Entry | None:
+        """One record (at `offset` of `partition`) as an entry to `put` (None: nothing to
+        fold); `headers` reads its headers, for key changes only."""
+        if not self._entry(partition, offset, key, value, headers):
+            return None
+        entries = self.entries
+        return Entry(entries.lsn, entries.key, entries.state, self._moved_from)
+
+    def add(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Callable[[], list[tuple[str, bytes | None]] | None],
+    ) -> None:
+        """`entry` and `put` of one record: a topic of one partition is folded as read."""
+        if self._entry(partition, offset, key, value, headers):
+            entries = self.entries
+            self.keys.put(entries.key, entries.state, self._moved_from)
+
+    def _entry(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Callable[[], list[tuple[str, bytes | None]] | None],
+    ) -> bool:
+        """Whether the record is an entry (left in `entries.key`, `entries.state` and
+        `_moved_from`)."""
+        self.records += 1
+        if value is None:  # a tombstone: the delete before it did the work
+            return False
+        entries = self.entries
+        status = entries.entry(key, value, partition, offset)
+        if status in (scan.OTHER_SCHEMA, scan.OTHER_KEY):
+            status = self._other(partition, offset, key, value, status)
+        if status == scan.BAD:
+            where = self._where(partition, offset)
+            schema_id(value, where)  # names a record that is not framed
+            raise SchemaError(f"{where}: record does not fit its schema", hint=_NOT_OURS)
+        if status == scan.LATER:
+            self.after_point += 1
+            if self.later is not None and key is not None and entries.op != 116:  # not "t"
+                self.later[self.decoder.key(key, self._where(partition, offset))] = key
+            return False
+        if status == scan.NO_KEY:
+            return False
+        self._moved_from = None
+        if status == scan.CHECK_MOVED:
+            old = _header(headers(), OLD_KEY_HEADER)
+            if old is not None:
+                where = f"{self._where(partition, offset)} {OLD_KEY_HEADER}"
+                self._moved_from = scan.ident(self.decoder.key(old, where))
+                entries.state = scan.moved(entries.state)
+        if self._raw is not None and key is not None:
+            self._raw[entries.key] = key
+        return True
+
+    def _where(self, partition: int, offset: int) -> str:
+        return f"topic {self.topic} partition {partition} offset {offset}"
+
+    def _other(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes,
+        status: int,
+    ) -> int:
+        """`Entries.entry` again once it knows the schemas it asked about: a value of
+        another envelope version re-encoded in the current one, a key of another key
+        schema with its identity."""
+        entries = self.entries
+        where = self._where(partition, offset)
+        flags, key_ident = 0, None
+        while status in (scan.OTHER_SCHEMA, scan.OTHER_KEY):
+            if status == scan.OTHER_SCHEMA:
+                found = schema_id(value, where)
+                if found not in entries.values:
+                    entries.values[found] = self.decoder.current_value(found)
+                if not entries.values[found]:
+                    value, flags = self.decoder.reencoded(value, where), scan.NO_ROW
+            else:
+                assert key is not None
+                found = schema_id(key, where)
+                if found not in entries.keys:
+                    entries.keys[found] = self.decoder.current_key(found)
+                if not entries.keys[found]:
+                    key_ident = scan.ident(self.decoder.key(key, where))
+            status = entries.entry(key, value, partition, offset, flags, key_ident)
+        return status
+
+    def put(self, entry: Entry) -> None:
+        """Fold one entry, in the topic's order."""
+        self.keys.put(entry.key, entry.state, entry.moved_from)
+
+    def fold(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        """`add` of one record with its headers at hand (tests)."""
+        self.add(partition, offset, key, value, lambda: headers)
+
+    def get(self, name: bytes) -> Kept | None:
+        """The state of key `name` (its body in the current key schema), in memory only."""
+        key = scan.ident(name)
+        state = self.keys.state(key)
+        if state is None:
+            return None
+        assert self._raw is not None
+        return kept(state, self._raw[key])
+
+    def items(self) -> Iterator[tuple[bytes, Kept]]:
+        """Every key (its body) and its state, in memory only."""
+        assert self._raw is not None
+        for key, state in self.keys.states():
+            raw = self._raw[key]
+            yield self.decoder.key(raw, "key"), kept(state, raw)
+
+    def close(self) -> None:
+        """Remove the key store's files, if it spilled to disk."""
+        self.keys.close()
+
+
+def kept(state: bytes, raw_key: bytes) -> Kept:
+    """A key's state for people and repairs: its LSN, whether deleted, its columns, and
+    where its newest record lives."""
+    partition, _, _ = scan.where_of(state)
+    return Kept(
+        scan.lsn_of(state),
+        not scan.live(state),
+        state[scan.ROW_AT : scan.ROW_AT + 8] + state[scan.COLUMNS_AT :],
+        partition,
+        raw_key,
+    )
+
+
 def differing_columns(fields: tuple[str, ...], a: bytes, b: bytes) -> list[str]:
+    """The names of the columns whose digests differ between two states' columns."""
+    size = scan.DIGEST
     return [
         f
         for i, f in enumerate(fields)
-        if a[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE] != b[i * DIGEST_SIZE : (i + 1) * DIGEST_SIZE]
+        if a[i * size : (i + 1) * size] != b[i * size : (i + 1) * size]
     ]

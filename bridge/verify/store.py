@@ -1,69 +1,74 @@
-"""Where the fold of `bridge.verify.state` keeps its per-key states: a dict while they fit
-a memory budget, an SQLite file beyond it.
+"""Where the fold of `bridge.verify.state` keeps its per-key states: in memory while they fit
+the budget, else in hash partitions on disk, one partition in memory at a time.
 
-A key's state (`Kept`, about 340 bytes per key in a dict for a 6-column table) is small,
-but a table of 100M keys would need some 34 GB of it. `KeyStore` holds the states in a
-dict until their estimated size passes the budget (`--memory-limit-mb`), then moves them
-into a private SQLite database in a temporary directory (`TMPDIR`) and keeps the dict as
-a write buffer, flushed in key order whenever it passes half the budget; SQLite's page
-cache takes a quarter. The fold itself (`TopicState`) is the same in both storages: it
-only calls `get`, `put` and `drop_older`.
+A key's state is one fixed-width entry of bytes (`bridge.verify.scan`: about 250 bytes a
+key in a dict for a 6-column table), so a table of 100M keys would need some 25 GB. The
+topic's end offsets are known before it is read, so the number of records (an upper
+bound of the keys) decides up front: within the budget, one dict folds every record as
+it comes and each PostgreSQL row takes its key's state out of it (`claim`). Beyond it,
+verify is a Grace hash join: each record's entry is appended to one of P partition files
+by a hash of its key (P chosen so that one partition's keys fit the budget), PostgreSQL's
+rows likewise to P files of their own (with their key texts in a side file, read only
+for the rows that differ); then, partition by partition, the topic's entries are folded
+into a dict, the partition's PostgreSQL rows take their states out of it, what is left
+are the ghosts, and the dict is dropped before the next partition's is built. Memory is
+the budget, whatever the table size: write buffers, one partition's states, and
+PostgreSQL's rows a fetch at a time. The files are written once and read once, in
+sequence (no random disk access), under a private directory in `TMPDIR`, removed when
+the store is closed or collected.
 
-Why SQLite and not sorted spill runs merged by key: the fold reads a key's previous
-state at random (a delete keeps the columns a later key change's create may carry, an
-unsent TOASTed value comes from the key's own or the old key's state), and with runs every
-such read would search every run; SQLite's B-tree answers it in one look-up, is in the
-standard library, and its file is the store without a merge step. The disk costs only
-where the dict would not fit: a table within the budget never touches it.
+Why not sort runs and merge them: with entries that carry their key's position in the
+topic's order, a hash partition keeps that order for free (each file is appended to in
+the order records are read), and folding a partition is one pass over its file into a
+dict; a sort would have to sort by (key, position) and could not fold in place. The
+price of hash partitions is that a partition must fit in memory: with P up to
+`MAX_PARTITIONS`, that is up to about a thousand times the budget's keys.
 
-The comparison (`bridge.verify.compare`) takes each batch of PostgreSQL's rows' states
-out with `claim` (one `DELETE ... RETURNING` per batch on disk), so what is left at the
-end are the keys PostgreSQL does not have.
+Two rules of the fold reach across keys, and partitions keep both: a TRUNCATE entry is
+written to every partition (each drops its own older keys), and a key change's create
+that carries unsent values from the old key (`scan.MOVED`) is written, after a COPY entry
+of the old key, to the old key's partition, where the new key lives on from then
+(`_homes`): every later record of the new key, and PostgreSQL's row of it, goes there.
 
-The file is ordered by key, and PostgreSQL's rows (and an initial snapshot's records)
-come in the table's key order: where the two orders agree, flushes append and each claim
-reads the pages the previous one left off at, instead of a random page per key once the
-file outgrows the page cache. The Avro body of a key does not sort like the key (a
-zigzag varint), so the most common key, one integer column, is stored as 8 big-endian
-bytes that do; any other key as its body (correct all the same, only with less locality).
+`limit` is the budget of the whole process over 64 MiB of interpreter, libraries and
+clients: what the process holds beyond that when the store is made (read from
+/proc/self/statm) is taken off it, and Kafka's fetch queues and the write buffers too.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Final, NamedTuple
 
-from bridge.encode.avro import long_bytes
 from bridge.errors import VerifyError
-
-# `Kept.columns` starts with a digest of the whole row's Avro body in the table's current
-# schema (NO_ROW when unknown: a row completed by carried TOAST values, or written with
-# another schema version). PostgreSQL's row, encoded by the bridge, is compared with it
-# first: equal bytes, equal row, with no decoding (`bridge.verify.compare`).
-ROW_DIGEST: Final = 8
+from bridge.verify import scan
 
 MB: Final = 1 << 20
-# The budget for the per-key states when nothing else is said: a quarter of an 8 GB pod
-# with 2 cores, leaving room for Python's allocator slack over the estimate, librdkafka's
-# fetch queues, SQLite's page cache and PostgreSQL's fetched rows.
+# The budget when nothing else is said: a quarter of an 8 GB pod with 2 cores.
 DEFAULT_MEMORY_LIMIT: Final = 2048 * MB
-# What a dict entry and its `Kept` cost besides the bytes of the key and columns (CPython
-# 3.11, 64-bit: the dict slot, the tuple, the LSN int and three bytes objects' headers),
-# so that `bench/verify.py`'s measured 340 bytes per key of a 6-column table come out.
-ENTRY_OVERHEAD: Final = 271
-_CLAIM: Final = 500  # keys per DELETE ... RETURNING (SQLite's parameter limit is 32766)
-_COLUMNS: Final = "lsn, deleted, columns, partition, raw_key"
+# What the process may hold over the budget: the interpreter, its libraries and clients.
+BASE: Final = 64 * MB
+# Kafka's fetch queues (`bridge.verify.topic`) and other allocations beside the states.
+RESERVE: Final = 24 * MB
+# What a key's state costs in a dict beside the entry's bytes (CPython 3.11, 64-bit: the
+# identity and state bytes objects, the dict's slot and its share of the table's slack),
+# measured by bench/verify.py's `state_sizes`.
+ENTRY_OVERHEAD: Final = 200
+MAX_PARTITIONS: Final = 1024
+_CHUNK: Final = 1 * MB  # bytes read from a partition file at a time
+_FEWEST: Final = 8
+# a PostgreSQL row's entry: row digest, row number, where its key texts are and their size
+PG_FIXED: Final = 28
 
 
 class Kept(NamedTuple):
-    """A key's state: the LSN of its newest change, whether that was a delete, its row
-    digest and column digests joined, and where its records live (partition, framed key)
-    for repairs."""
+    """A key's state for people and repairs: the LSN of its newest change, whether that was
+    a delete, its row digest and column digests joined, and where its records live
+    (partition, framed key)."""
 
     lsn: int
     deleted: bool
@@ -71,194 +76,234 @@ class Kept(NamedTuple):
     partition: int
     raw_key: bytes
 
-    @property
-    def digests(self) -> bytes:
-        """The column digests (`columns` without the row digest)."""
-        return self.columns[ROW_DIGEST:]
+
+def resident() -> int:
+    """This process's resident bytes now (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def entry_size(name: bytes, kept: Kept) -> int:
-    """The estimated bytes a key and its state take in the dict."""
-    return ENTRY_OVERHEAD + len(name) + len(kept.columns) + len(kept.raw_key)
+def budget(limit: int) -> int:
+    """The bytes the states may take under `limit` (module docstring): at least a quarter
+    of it, for limits too small to hold the process itself."""
+    left = limit + BASE - resident() - RESERVE
+    return max(left, limit // 4, 1)
 
 
-def _kept(lsn: int, deleted: int, columns: bytes, partition: int, raw_key: bytes) -> Kept:
-    """A state as SQLite returns it (`deleted` an integer)."""
-    return Kept(lsn, bool(deleted), columns, partition, raw_key)
-
-
-_OFFSET: Final = 1 << 63
-
-
-def ordered_long(body: bytes) -> bytes:
-    """The Avro body of one int or long (a zigzag varint) as 8 bytes that sort like the
-    number."""
-    zigzag = shift = 0
-    for byte in body:
-        zigzag |= (byte & 0x7F) << shift
-        shift += 7
-    return (((zigzag >> 1) ^ -(zigzag & 1)) + _OFFSET).to_bytes(8, "big")
-
-
-def long_body(ordered: bytes) -> bytes:
-    """`ordered_long`'s inverse."""
-    return long_bytes(int.from_bytes(ordered, "big") - _OFFSET)
-
-
-def _same(body: bytes) -> bytes:
-    return body
-
-
-def _remove(db: sqlite3.Connection, directory: str) -> None:
-    db.close()
+def _remove(directory: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
 class KeyStore:
-    """Per-key `Kept` states by the key's Avro body: a dict within `limit` bytes (the
-    estimate of `entry_size`), an SQLite file with the dict as its write buffer beyond
-    (see the module docstring). `directory`: where the file goes (default: `TMPDIR`);
-    `integer_key`: every key body is one Avro int or long (stored in numeric order)."""
+    """Per-key states (`bridge.verify.scan` entries) in memory, or in hash partitions on
+    disk when `expected` records would not fit `limit` (module docstring). `nulls`: the
+    column digests of an all-null row; `in_memory`: never on disk; `directory`: where
+    the files go (default: `TMPDIR`)."""
 
     def __init__(
         self,
-        limit: int = DEFAULT_MEMORY_LIMIT,
-        directory: str | None = None,
+        limit: int,
+        nulls: bytes,
         *,
-        integer_key: bool = False,
+        expected: int = 0,
+        in_memory: bool = False,
+        directory: str | None = None,
     ) -> None:
         self.limit = limit
+        self.nulls = nulls
+        self.width = scan.IDENT + scan.REST + len(nulls)  # a topic entry in a file
+        self.row_width = scan.IDENT + PG_FIXED + len(nulls)  # a PostgreSQL row's
+        self.in_memory = in_memory
+        self.partitions = 1
+        self._fold = scan.Fold(nulls)  # the only one in memory; one per partition on disk
+        self.truncated = 0
         self._directory = directory
-        # key body -> the file's key, and back
-        self._order: Callable[[bytes], bytes] = ordered_long if integer_key else _same
-        self._body: Callable[[bytes], bytes] = long_body if integer_key else _same
-        self._keys: dict[bytes, Kept] = {}
-        self._size = 0  # estimated bytes of `_keys`
-        self._db: sqlite3.Connection | None = None
-        self._finalizer: weakref.finalize[[sqlite3.Connection, str], KeyStore] | None = None
+        self._root: str | None = None
+        self._finalizer: weakref.finalize[[str], KeyStore] | None = None
+        self._buffer = MB
+        self._topic: list[bytearray] = []
+        self._rows: list[bytearray] = []
+        self._texts = bytearray()
+        self._texts_at = 0  # bytes of key texts written to their file so far
+        self._homes: dict[bytes, int] = {}  # keys that moved into another key's partition
+        self.expect(expected)
+
+    def expect(self, records: int) -> None:
+        """How many records will be put (an upper bound of the keys): decides, before the
+        first `put`, whether the states go to disk and in how many partitions."""
+        if self.in_memory or self._fold.states or self.on_disk:
+            return
+        room = budget(self.limit)
+        wanted = -(-records * (ENTRY_OVERHEAD + self.width) // room)
+        # no more partitions than of _FEWEST records each: a budget too small to hold the
+        # process is not met by emptier files
+        self.partitions = max(1, min(wanted, MAX_PARTITIONS, max(2, records // _FEWEST)))
+        if self.partitions > 1:
+            self._buffer = max(4096, min(MB, room // 8 // self.partitions))
+            self._topic = [bytearray() for _ in range(self.partitions)]
+            self._rows = [bytearray() for _ in range(self.partitions)]
+            self._open()
 
     @property
     def on_disk(self) -> bool:
-        return self._db is not None
+        return self.partitions > 1
 
-    def get(self, name: bytes) -> Kept | None:
-        found = self._keys.get(name)
-        if found is not None or self._db is None:
-            return found
-        query = f"SELECT {_COLUMNS} FROM keys WHERE key = ?"
-        row = self._db.execute(query, (self._order(name),)).fetchone()
-        return None if row is None else _kept(*row)
+    # the topic's entries
 
-    def __contains__(self, name: bytes) -> bool:
-        return self.get(name) is not None
+    def put(self, key: bytes, state: bytes, moved_from: bytes | None = None) -> None:
+        """One entry in the topic's order; `moved_from`: the old key a MOVED entry carries
+        from."""
+        if state[scan.FLAGS_AT] & scan.TRUNCATE:
+            self.truncated = max(self.truncated, scan.lsn_of(state))
+        if not self.on_disk:
+            if moved_from is not None:
+                self._fold.add(moved_from, scan.copy_entry(state))
+            self._fold.add(key, state)
+            return
+        if state[scan.FLAGS_AT] & scan.TRUNCATE:
+            entry = bytes(scan.IDENT) + state
+            for p in range(self.partitions):
+                self._append(self._topic, p, entry, "t")
+            return
+        if moved_from is not None:
+            home = self._home(moved_from)
+            self._homes[key] = home
+            self._append(self._topic, home, moved_from + scan.copy_entry(state), "t")
+        self._append(self._topic, self._home(key), key + state, "t")
 
-    def put(self, name: bytes, kept: Kept) -> None:
-        old = self._keys.get(name)
-        self._keys[name] = kept
-        self._size += entry_size(name, kept) - (0 if old is None else entry_size(name, old))
-        if self._db is not None:
-            if self._size > self.limit // 2:
-                self._flush()
-        elif self._size > self.limit:
-            self._spill()
+    def _home(self, key: bytes) -> int:
+        home = self._homes.get(key)
+        return hash(key) % self.partitions if home is None else home
 
-    def drop_older(self, lsn: int) -> None:
-        """Remove every key whose newest change is older than `lsn` (a TRUNCATE)."""
-        self._keys = {k: s for k, s in self._keys.items() if s.lsn >= lsn}
-        self._size = sum(entry_size(k, s) for k, s in self._keys.items())
-        if self._db is not None:
-            self._db.execute("DELETE FROM keys WHERE lsn < ?", (lsn,))
+    # in memory
+
+    def claim(self, key: bytes) -> bytes | None:
+        """Take the state of `key` out of the store (in memory only)."""
+        return self._fold.states.pop(key, None)
+
+    def state(self, key: bytes) -> bytes | None:
+        """The state of `key`, left in the store (in memory only)."""
+        return self._fold.states.get(key)
+
+    def states(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key left and its state, deleted ones too (in memory only)."""
+        yield from self._fold.states.items()
+
+    @property
+    def memory(self) -> dict[bytes, bytes]:
+        """The states by key (in memory only), for `bridge.verify.compare`'s claims."""
+        return self._fold.states
 
     def live_count(self) -> int:
-        """How many keys are alive (their newest change is not a delete)."""
-        if self._db is None:
-            return sum(not s.deleted for s in self._keys.values())
-        self._flush()
-        (count,) = self._db.execute("SELECT count(*) FROM keys WHERE deleted = 0").fetchone()
-        return int(count)
+        """How many keys are alive (in memory only)."""
+        return sum(1 for s in self._fold.states.values() if scan.live(s))
 
-    def claim(self, names: Sequence[bytes]) -> dict[bytes, Kept]:
-        """Take the states of `names` out of the store (deleted ones too): those it has."""
-        if self._db is None:
-            pop = self._keys.pop
-            found = {n: k for n in names if (k := pop(n, None)) is not None}
-            self._size -= sum(entry_size(n, k) for n, k in found.items())
-            return found
-        self._flush()
-        out: dict[bytes, Kept] = {}
-        order = self._order
-        for at in range(0, len(names), _CLAIM):
-            part = {order(n): n for n in names[at : at + _CLAIM]}
-            marks = ",".join("?" * len(part))
-            query = f"DELETE FROM keys WHERE key IN ({marks}) RETURNING key, {_COLUMNS}"
-            for key, *state in self._db.execute(query, list(part)):
-                out[part[key]] = _kept(*state)
-        return out
+    # on disk
 
-    def items(self) -> Iterator[tuple[bytes, Kept]]:
-        """Every key and its state (deleted ones too), in no particular order."""
-        if self._db is None:
-            yield from self._keys.items()
-            return
-        self._flush()
-        body = self._body
-        for key, *state in self._db.execute(f"SELECT key, {_COLUMNS} FROM keys"):
-            yield body(key), _kept(*state)
+    def add_row(self, key: bytes, row: bytes) -> None:
+        """PostgreSQL's row of `key` (`PG_FIXED` bytes, then its column digests; on disk
+        only)."""
+        self._append(self._rows, self._home(key), key + row, "r")
+
+    def add_texts(self, texts: bytes) -> int:
+        """Store a row's key texts; returns where they are (`texts`)."""
+        at = self._texts_at + len(self._texts)
+        self._texts += texts
+        if len(self._texts) >= self._buffer:
+            self._write("texts", self._texts)
+        return at
+
+    def texts(self, at: int, size: int) -> bytes:
+        """`size` bytes of key texts at `at` (`add_texts`)."""
+        if self._texts:
+            self._write("texts", self._texts)
+        assert self._root is not None
+        fd = os.open(os.path.join(self._root, "texts"), os.O_RDONLY)
+        try:
+            return os.pread(fd, size, at)
+        finally:
+            os.close(fd)
+
+    def partitioned(self) -> Iterator[tuple[dict[bytes, bytes], Iterator[bytes]]]:
+        """Per partition, in turn: its topic entries folded (states by key; the dict is the
+        caller's to take states out of until the next partition) and its PostgreSQL rows,
+        in chunks of whole entries (`row_width` each)."""
+        for p in range(self.partitions):
+            self._flush(p)
+        if self._texts:
+            self._write("texts", self._texts)
+        for p in range(self.partitions):
+            fold = scan.Fold(self.nulls)
+            for chunk in self._chunks(f"t{p}", self.width):
+                scan.fold_chunk(fold, chunk, self.width)
+            self.truncated = max(self.truncated, fold.truncated)
+            for key, home in self._homes.items():
+                if home != p:  # the key lives on in the partition it moved to
+                    fold.states.pop(key, None)
+            yield fold.states, self._chunks(f"r{p}", self.row_width)
+            fold.states = {}
 
     def close(self) -> None:
-        """Remove the SQLite file, if there is one (also done when the store is collected)."""
+        """Remove the files, if there are any (also done when the store is collected)."""
         if self._finalizer is not None:
             self._finalizer()
 
-    def _spill(self) -> None:
-        """From now on on disk: the dict's states go to a new SQLite file."""
+    def _open(self) -> None:
         try:
-            directory = tempfile.mkdtemp(prefix="bridge-verify-", dir=self._directory)
-            # one thread uses it; the finalizer may run in another (a collection there)
-            db = sqlite3.connect(
-                os.path.join(directory, "keys.sqlite3"),
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            self._finalizer = weakref.finalize(self, _remove, db, directory)
-            # a scratch file: nothing to recover after a crash, no journal, no fsync
-            db.execute("PRAGMA journal_mode = OFF")
-            db.execute("PRAGMA synchronous = OFF")
-            db.execute("PRAGMA locking_mode = EXCLUSIVE")
-            db.execute(f"PRAGMA cache_size = -{max(self.limit // 4 // 1024, 1024)}")
-            db.execute(
-                "CREATE TABLE keys (key BLOB PRIMARY KEY, lsn INTEGER NOT NULL, deleted INTEGER"
-                " NOT NULL, columns BLOB NOT NULL, partition INTEGER NOT NULL, raw_key BLOB NOT"
-                " NULL) WITHOUT ROWID"
-            )
-        except (OSError, sqlite3.Error) as exc:
+            root = tempfile.mkdtemp(prefix="bridge-verify-", dir=self._directory)
+        except OSError as exc:
             raise self._no_room(exc) from None
-        self._db = db
-        self._flush()
+        self._root = root
+        self._finalizer = weakref.finalize(self, _remove, root)
 
-    def _flush(self) -> None:
-        """The write buffer into the file, in key order (B-tree pages filled in sequence)."""
-        if not self._keys or self._db is None:
-            return
-        keys, order = self._keys, self._order
-        rows = (
-            (key, s.lsn, int(s.deleted), s.columns, s.partition, s.raw_key)
-            for key, name in sorted((order(n), n) for n in keys)
-            for s in (keys[name],)
-        )
+    def _append(self, buffers: list[bytearray], p: int, entry: bytes, kind: str) -> None:
+        buffer = buffers[p]
+        buffer += entry
+        if len(buffer) >= self._buffer:
+            self._write(f"{kind}{p}", buffer)
+
+    def _flush(self, p: int) -> None:
+        for kind, buffers in (("t", self._topic), ("r", self._rows)):
+            if buffers[p]:
+                self._write(f"{kind}{p}", buffers[p])
+
+    def _write(self, name: str, buffer: bytearray) -> None:
+        """Append `buffer` to file `name` and empty it."""
+        assert self._root is not None
         try:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?)", rows)
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:  # the file grows only here: a full disk shows here
+            fd = os.open(os.path.join(self._root, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            try:
+                written = os.write(fd, buffer)
+                while written < len(buffer):  # a short write: the rest again
+                    written += os.write(fd, buffer[written:])
+            finally:
+                os.close(fd)
+        except OSError as exc:  # a full disk shows here
             raise self._no_room(exc) from None
-        self._keys = {}
-        self._size = 0
+        if name == "texts":
+            self._texts_at += len(buffer)
+        del buffer[:]
+
+    def _chunks(self, name: str, width: int) -> Iterator[bytes]:
+        assert self._root is not None
+        path = os.path.join(self._root, name)
+        if not os.path.exists(path):
+            return
+        size = max(width, _CHUNK // width * width)
+        with open(path, "rb") as file:  # buffered: a read returns `size` bytes until the end
+            while chunk := file.read(size):
+                yield chunk
+        os.unlink(path)  # read once: its disk space back before the next partition's
 
     def _no_room(self, exc: Exception) -> VerifyError:
         where = self._directory or tempfile.gettempdir()
         return VerifyError(
             f"verify's key store under {where} failed: {exc}",
             hint="the topic's key states passed --memory-limit-mb and go to disk there: give "
-            "TMPDIR room for about 100 bytes per key, or raise --memory-limit-mb",
+            "TMPDIR room for about twice the topic's records times 100 bytes, or raise "
+            "--memory-limit-mb",
         )

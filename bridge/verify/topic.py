@@ -2,9 +2,14 @@
 read stopped) to the end offset it has now, committed records only, merged by commit LSN.
 
 Partitions are read side by side, merged by commit LSN, so the old key of a primary-key
-change is folded before the new key's create needs its values. `bridge.verify.run` folds
-a table's topic up to the verification point, `bridge.verify.repair` reads on from there
-(what changed meanwhile), `bridge.verify.distributed` takes the end offsets it pins.
+change is folded before the new key's create needs its values (a topic of one partition
+is folded as it is read, with no merge). `bridge.verify.run` folds a table's topic up to
+the verification point, `bridge.verify.repair` reads on from there (what changed
+meanwhile), `bridge.verify.distributed` takes the end offsets it pins.
+
+The consumers' fetch queues are bounded (`_FETCH_QUEUE`, shared by the partitions'
+consumers): librdkafka's default lets each consumer queue 64 MiB ahead of a fold that is
+slower than the network, which the memory budget (`--memory-limit-mb`) would not see.
 """
 
 from __future__ import annotations
@@ -13,30 +18,42 @@ import heapq
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from bridge.config import Config
 from bridge.errors import VerifyError
-from bridge.verify.state import Decoder, TopicState, commit_lsn
+from bridge.verify.state import Entry, TopicState
 
-_BATCH = 500
+_BATCH: Final = 500
+_FETCH_QUEUE: Final = 16 * 1024  # KiB of fetched records queued, shared by the consumers
+_FETCH_MAX: Final = 4 * 1024 * 1024  # bytes of one fetch response
+_SEEK: Final = 10_000  # records a key fetch reads on rather than seek past
 
 
-def _partition_records(
-    cfg: Config, topic: str, partition: int, low: int, high: int, deadline: float
-) -> Iterator[tuple[int, Any]]:
-    """(offset, message) of one partition from `low` to `high` (exclusive)."""
-    consumer = Consumer(
+def _consumer(cfg: Config, partitions: int = 1) -> Any:
+    """A consumer of committed records only, its fetch queue bounded (module docstring)."""
+    return Consumer(
         {
             **cfg.kafka.client_config(),
             "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": False,
+            "queued.max.messages.kbytes": max(1024, _FETCH_QUEUE // max(partitions, 1)),
+            "queued.min.messages": 10_000,
+            "fetch.max.bytes": _FETCH_MAX,
         }
     )
+
+
+def _partition_records(
+    cfg: Config, topic: str, partition: int, low: int, high: int, deadline: float, shared: int
+) -> Iterator[list[Any]]:
+    """The messages of one partition from `low` to `high` (exclusive), a batch at a time;
+    `shared`: how many partitions are read side by side."""
+    consumer = _consumer(cfg, shared)
     try:
         tp = TopicPartition(topic, partition, low)
         consumer.assign([tp])
@@ -48,12 +65,13 @@ def _partition_records(
                         f"reading {topic} partition {partition}: {msg.error()}",
                         hint="check Kafka and the verify role's READ permission on the topic",
                     )
-                offset = msg.offset()
-                assert offset is not None  # a consumed message has one
-                if offset >= high:
+            if got:
+                last = got[-1].offset()
+                if last >= high - 1:
+                    yield [m for m in got if m.offset() < high]
                     return
-                yield offset, msg
-            if not got:
+                yield got
+            else:
                 position = consumer.position([tp])[0].offset
                 if position >= high:
                     return
@@ -96,27 +114,79 @@ def read_topic(
     beginning (see the module docstring); returns the end offsets read up to."""
     ranges = topic_offsets(cfg, topic)
     deadline = time.monotonic() + timeout
-    streams = []
+    todo = {}
     for partition, (low, high) in ranges.items():
         first = max(low, (start or {}).get(partition, low))
         if high > first:
-            records = _partition_records(cfg, topic, partition, first, high, deadline)
-            streams.append(_with_lsn(state.decoder, topic, records))
-    for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
-        state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
+            todo[partition] = (first, high)
+    state.keys.expect(sum(high - first for first, high in todo.values()))
+    if len(todo) == 1:  # folded as read
+        ((partition, (first, high)),) = todo.items()
+        add = state.add
+        for batch in _partition_records(cfg, topic, partition, first, high, deadline, 1):
+            for msg in batch:
+                add(partition, msg.offset(), msg.key(), msg.value(), msg.headers)
+    else:
+        streams = [
+            _entries(
+                state,
+                partition,
+                _partition_records(cfg, topic, partition, *at, deadline, len(todo)),
+            )
+            for partition, at in todo.items()
+        ]
+        put = state.put
+        for entry in heapq.merge(*streams, key=_lsn):
+            put(entry)
     return {p: high for p, (_, high) in ranges.items()}
 
 
-def _with_lsn(
-    decoder: Decoder, topic: str, records: Iterator[tuple[int, Any]]
-) -> Iterator[tuple[int, int, str, Any, dict[str, Any] | None, bytes | None]]:
-    """Decoded envelopes with their commit LSN (a tombstone takes the previous one) and
-    their row's body (`Decoder.envelope_row`)."""
-    lsn = 0
-    for offset, msg in records:
-        where = f"topic {topic} partition {msg.partition()} offset {offset}"
-        value = msg.value()
-        env, row = (None, None) if value is None else decoder.envelope_row(value, where)
-        if env is not None:
-            lsn = commit_lsn(env)
-        yield lsn, offset, where, msg, env, row
+def _lsn(entry: Entry) -> int:
+    return entry.lsn
+
+
+def _entries(state: TopicState, partition: int, batches: Iterator[list[Any]]) -> Iterator[Entry]:
+    """One partition's records as entries, in its order (commit LSNs rise along it)."""
+    entry = state.entry
+    for batch in batches:
+        for msg in batch:
+            found = entry(partition, msg.offset(), msg.key(), msg.value(), msg.headers)
+            if found is not None:
+                yield found
+
+
+def record_keys(
+    cfg: Config, topic: str, positions: list[tuple[int, int]]
+) -> dict[tuple[int, int], bytes]:
+    """The framed keys of the records at `positions` (partition, offset): each partition
+    read on from one position to the next, or sought to it when it is far."""
+    out: dict[tuple[int, int], bytes] = {}
+    consumer = _consumer(cfg)
+    try:
+        reading, at = -1, -1  # the partition read and the offset it is at
+        for partition, offset in sorted(set(positions)):
+            if partition != reading or not at <= offset < at + _SEEK:
+                consumer.assign([TopicPartition(topic, partition, offset)])
+                reading = partition
+            while True:
+                msg = consumer.poll(30)
+                if msg is None or msg.error() is not None:
+                    raise VerifyError(
+                        f"cannot read {topic} partition {partition} at offset {offset} "
+                        f"({'nothing' if msg is None else msg.error()})",
+                        hint="check Kafka, then verify again",
+                    )
+                found = msg.offset()
+                at = found + 1
+                if found >= offset:
+                    break
+            key = msg.key()
+            if found != offset or key is None:
+                raise VerifyError(
+                    f"{topic} partition {partition} has no keyed record at offset {offset}",
+                    hint="compaction or retention removed it meanwhile: verify again",
+                )
+            out[partition, offset] = key
+    finally:
+        consumer.close()
+    return out

@@ -1,17 +1,20 @@
-"""The key-based fold of `bridge.verify.state` on hand-made records (pure, no servers)."""
+"""The key-based fold of `bridge.verify.state` on hand-made records (pure, no servers), each
+rule with the states in memory and spilled to hash partitions on disk (a budget of a few
+bytes: every partition holds a key or two)."""
 
 from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
 
 from bridge.errors import SchemaError
-from bridge.verify.state import NO_ROW, NULL_DIGEST, Decoder, TopicState, digest, row_digest
-from bridge.verify.store import DEFAULT_MEMORY_LIMIT, ROW_DIGEST
+from bridge.verify import scan
+from bridge.verify.state import Decoder, TopicState
 
 KEY = {"type": "record", "name": "Key", "namespace": "t", "fields": [{"name": "id", "type": "int"}]}
 ROW = {
@@ -51,8 +54,19 @@ ENVELOPE = {
         },
     ],
 }
-SCHEMAS: dict[int, dict[str, Any]] = {1: KEY, 2: ENVELOPE}
+# an older version of the envelope: no `at` column yet
+OLD_ROW = {**ROW, "fields": ROW["fields"][:2]}
+OLD_ENVELOPE = {
+    **ENVELOPE,
+    "fields": [
+        {"name": "before", "type": ["null", OLD_ROW], "default": None},
+        *ENVELOPE["fields"][1:],
+    ],
+}
+SCHEMAS: dict[int, dict[str, Any]] = {1: KEY, 2: ENVELOPE, 3: OLD_ENVELOPE}
 POINT = 1000
+# bytes of the memory budget: never passed; passed by a key or two in every partition
+BUDGETS = {"memory": 1 << 30, "disk": 200}
 
 
 def framed(schema_id: int, datum: Any) -> bytes:
@@ -66,10 +80,32 @@ def key(i: int) -> bytes:
     return framed(1, {"id": i})
 
 
+def row_body(i: int, body: str | None, at: int | None = None) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(ROW), {"id": i, "body": body, "at": at})
+    return out.getvalue()
+
+
+def decoder() -> Decoder:
+    return Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+
+
+def columns(i: int, body: str | None, at: int | None = None) -> bytes:
+    """The column digests of a row as PostgreSQL's side computes them."""
+    return decoder().columns(row_body(i, body, at))
+
+
 class Topic:
-    def __init__(self, memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
-        self.decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
-        self.state = TopicState(self.decoder, POINT, memory_limit=memory_limit)
+    def __init__(self, budget: str = "memory", directory: Path | None = None) -> None:
+        self.decoder = decoder()
+        self.state = TopicState(
+            self.decoder,
+            POINT,
+            memory_limit=BUDGETS[budget],
+            expected=50,
+            directory=None if directory is None else str(directory),
+        )
+        self.offset = 0
 
     def add(
         self,
@@ -80,8 +116,11 @@ class Topic:
         unchanged: list[str] | None = None,
         old_key: int | None = None,
         at: int | None = None,
+        schema: int = 2,
     ) -> None:
         row = None if i is None else {"id": i, "body": body, "at": at}
+        if row is not None and schema == 3:
+            del row["at"]
         env = {
             "before": row if op == "d" else None,
             "after": None if op in ("d", "t") else row,
@@ -89,56 +128,68 @@ class Topic:
             "op": op,
             "unchanged_fields": unchanged,
         }
-        value, row_bytes = self.decoder.envelope_row(framed(2, env), "test")
         headers = None if old_key is None else [("__debezium.oldkey", key(old_key))]
-        self.state.fold("test", 0, None if i is None else key(i), value, headers, row_bytes)
+        self.offset += 1
+        self.state.fold(0, self.offset, None if i is None else key(i), framed(schema, env), headers)
+
+    def states(self) -> dict[int, bytes]:
+        """Every key's state by id (deleted ones too), from memory or partition by partition
+        (on disk, once: the partition files are read once)."""
+        store = self.state.keys
+        found = (
+            [kv for states, _ in store.partitioned() for kv in states.items()]
+            if store.on_disk
+            else list(store.states())
+        )
+        out = {}
+        for ident, state in found:
+            body = scan.body_of(ident)
+            assert body is not None  # a small integer key is its own identity
+            out[json.loads(self.decoder.show_key(body))["id"]] = state
+        return out
 
     def live(self) -> dict[int, bytes]:
-        show = self.decoder.show_key
-        return {
-            json.loads(show(k))["id"]: s.digests
-            for k, s in self.state.keys.items()
-            if not s.deleted
-        }
+        return {i: s[scan.COLUMNS_AT :] for i, s in self.states().items() if scan.live(s)}
 
 
-def columns(i: int, body: str | None, at: int | None = None) -> bytes:
-    return digest(i) + digest(body) + digest(at)
+@pytest.fixture(params=list(BUDGETS))
+def topic(request: pytest.FixtureRequest, tmp_path: Path) -> Topic:
+    made = Topic(request.param, tmp_path)
+    assert made.state.keys.on_disk == (request.param == "disk")
+    return made
 
 
-def test_unchanged_toast_keeps_the_previous_value() -> None:
-    topic = Topic()
+def test_unchanged_toast_keeps_the_previous_value(topic: Topic) -> None:
     topic.add("c", 1, 10, "big")
     topic.add("u", 1, 20, None, unchanged=["body"])
     assert topic.live() == {1: columns(1, "big")}
 
 
-def test_key_change_takes_unchanged_values_from_the_old_key() -> None:
-    topic = Topic()
+def test_key_change_takes_unchanged_values_from_the_old_key(topic: Topic) -> None:
     topic.add("c", 1, 10, "big")
     topic.add("d", 1, 20, None)
     topic.add("c", 2, 20, None, unchanged=["body"], old_key=1)
-    assert topic.live() == {2: columns(2, "big")}
+    topic.add("u", 2, 30, "changed", at=5)  # the new key's later changes land with it
+    topic.add("d", 2, 40, None)
+    topic.add("c", 3, 40, None, unchanged=["body"], old_key=2)  # and it moves on again
+    assert topic.live() == {3: columns(3, "changed")}
 
 
-def test_unchanged_without_any_earlier_value_is_null() -> None:
-    topic = Topic()
+def test_unchanged_without_any_earlier_value_is_null(topic: Topic) -> None:
     topic.add("c", 2, 20, None, unchanged=["body"], old_key=1)
     assert topic.live() == {2: columns(2, None)}
-    assert topic.live()[2][8:16] == NULL_DIGEST
 
 
-def test_truncate_removes_older_keys_and_drops_older_changes_read_later() -> None:
-    topic = Topic()
+def test_truncate_removes_older_keys_and_drops_older_changes_read_later(topic: Topic) -> None:
     topic.add("c", 1, 10, "a")
     topic.add("c", 2, 30, "b")
     topic.add("t", None, 30)
     topic.add("c", 3, 20, "older, from another partition")
     assert topic.live() == {2: columns(2, "b")}
+    assert topic.state.truncated == 30
 
 
-def test_records_at_or_after_the_point_are_left_out() -> None:
-    topic = Topic()
+def test_records_at_or_after_the_point_are_left_out(topic: Topic) -> None:
     topic.add("c", 1, 10, "a")
     topic.add("u", 1, POINT, "changed at the point")
     topic.add("r", 2, POINT, "read by a snapshot at the point")
@@ -147,51 +198,63 @@ def test_records_at_or_after_the_point_are_left_out() -> None:
     assert topic.state.after_point == 2
 
 
-@pytest.mark.parametrize("limit", [0, 700])
-def test_the_fold_on_disk_keeps_the_same_states(limit: int) -> None:
-    """Every rule above with the key store spilled to SQLite (from the first key, or after
-    two, the dict then buffering writes): the states of the dict."""
-    topics = [Topic(), Topic(limit)]
-    for topic in topics:
-        topic.add("c", 9, 5, "gone")
-        topic.add("t", None, 8)
-        topic.add("c", 8, 6, "older than the truncate, read later")
-        topic.add("c", 1, 10, "big")
-        topic.add("c", 2, 11, "two")
-        topic.add("u", 1, 20, None, unchanged=["body"])
-        topic.add("d", 1, 21, None)
-        topic.add("c", 4, 21, None, unchanged=["body"], old_key=1)
-        topic.add("c", 3, 22, "three")
-        topic.add("d", 2, 23, None)
-        topic.add("u", 3, POINT, "after the point")
-    memory, disk = (t.state.keys for t in topics)
-    assert disk.on_disk and not memory.on_disk
-    assert sorted(disk.items()) == sorted(memory.items())
-    assert topics[1].live() == {3: columns(3, "three"), 4: columns(4, "big")}
-    show = topics[1].decoder.show_key
-    deleted = {json.loads(show(k))["id"] for k, s in disk.items() if s.deleted}
-    assert deleted == {1, 2}
-    for topic in topics:
-        topic.state.close()
+def test_a_delete_keeps_the_columns_and_a_tombstone_changes_nothing(topic: Topic) -> None:
+    topic.add("c", 1, 10, "a")
+    topic.add("d", 1, 20)
+    topic.state.fold(0, 99, key(1), None)  # the tombstone
+    topic.add("d", 2, 21)  # a key never seen
+    states = topic.states()
+    assert not scan.live(states[1]) and states[1][scan.COLUMNS_AT :] == columns(1, "a")
+    assert not scan.live(states[2]) and states[2][scan.COLUMNS_AT :] == decoder().row_scan.nulls
+    assert topic.state.records == 4
 
 
-def test_logical_types_compare_as_wire_values() -> None:
-    """A timestamp beyond datetime's range (the infinity sentinel) still decodes."""
-    topic = Topic()
+def test_the_whole_workload_in_both_storages(tmp_path: Path) -> None:
+    """Every rule above at once: the states on disk are the states in memory."""
+    topics = [Topic(), Topic("disk", tmp_path)]
+    for t in topics:
+        t.add("c", 9, 5, "gone")
+        t.add("t", None, 8)
+        t.add("c", 8, 6, "older than the truncate, read later")
+        t.add("c", 1, 10, "big")
+        t.add("c", 2, 11, "two")
+        t.add("u", 1, 20, None, unchanged=["body"])
+        t.add("d", 1, 21, None)
+        t.add("c", 4, 21, None, unchanged=["body"], old_key=1)
+        t.add("c", 3, 22, "three")
+        t.add("d", 2, 23, None)
+        t.add("u", 3, POINT, "after the point")
+    memory, disk = (t.states() for t in topics)  # on disk: each partition file read once
+    assert disk == memory
+    live = {i: s[scan.COLUMNS_AT :] for i, s in disk.items() if scan.live(s)}
+    assert live == {3: columns(3, "three"), 4: columns(4, "big")}
+    assert {i for i, s in disk.items() if not scan.live(s)} == {1, 2}
+    for t in topics:
+        t.state.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_logical_types_compare_as_wire_values(topic: Topic) -> None:
+    """A timestamp beyond datetime's range (the infinity sentinel) is only its bytes."""
     topic.add("c", 1, 10, "a", at=2**63 - 1)
     assert topic.live() == {1: columns(1, "a", 2**63 - 1)}
 
 
+def test_a_record_of_an_older_schema_compares_in_the_current_one(topic: Topic) -> None:
+    topic.add("c", 1, 10, "old", schema=3)
+    topic.add("c", 2, 11, "new")
+    states = topic.states()
+    assert states[1][scan.COLUMNS_AT :] == columns(1, "old")  # `at` read as its default
+    assert scan.flags_of(states[1]) & scan.NO_ROW  # compared column by column
+    assert not scan.flags_of(states[2]) & scan.NO_ROW
+
+
 def test_a_record_not_in_the_bridge_framing_is_a_typed_error() -> None:
-    decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+    state = TopicState(decoder(), POINT, topic="t")
     with pytest.raises(SchemaError, match="not Confluent-framed"):
-        decoder.envelope(b"{}", "topic t partition 0 offset 7")
-
-
-def row_body(i: int, body: str | None) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(ROW), {"id": i, "body": body, "at": None})
-    return out.getvalue()
+        state.fold(0, 7, key(1), b"{}")
+    with pytest.raises(SchemaError, match="offset 8: record does not fit"):
+        state.fold(0, 8, key(1), b"\0\0\0\0\2\2")
 
 
 def test_row_digest_of_rows_written_whole() -> None:
@@ -201,18 +264,24 @@ def test_row_digest_of_rows_written_whole() -> None:
     topic.add("c", 1, 10, "big")
     topic.add("c", 2, 10, "big")
     topic.add("u", 2, 20, None, unchanged=["body"])
-    kept = {json.loads(topic.decoder.show_key(k))["id"]: s for k, s in topic.state.keys.items()}
-    assert kept[1].columns[:ROW_DIGEST] == row_digest(row_body(1, "big"))
-    assert kept[2].columns[:ROW_DIGEST] == NO_ROW
-    assert kept[2].digests == columns(2, "big")
+    states = topic.states()
+    assert scan.settled(states[1], hash(row_body(1, "big")))
+    assert not scan.settled(states[2], hash(row_body(2, "big")))
+    assert states[2][scan.COLUMNS_AT :] == columns(2, "big")
 
 
-def test_no_row_body_from_a_record_with_a_before_image() -> None:
-    decoder = Decoder(KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+def test_a_row_with_a_before_image_keeps_its_row_digest() -> None:
+    topic = Topic()
     row = {"id": 1, "body": "b", "at": None}
     env = {"before": row, "after": row, "source": {"lsn": 1}, "op": "u", "unchanged_fields": None}
-    decoded, body = decoder.envelope_row(framed(2, env), "test")
-    assert body is None and decoded == decoder.envelope(framed(2, env), "test")
-    env["before"] = None
-    decoded, body = decoder.envelope_row(framed(2, env), "test")
-    assert body == row_body(1, "b") and decoded == decoder.envelope(framed(2, env), "test")
+    topic.state.fold(0, 1, key(1), framed(2, env))
+    assert scan.settled(topic.states()[1], hash(row_body(1, "b")))
+
+
+def test_long_keys_are_hashed_short_ones_kept() -> None:
+    short, long = b"\x02", b"x" * 40
+    assert scan.body_of(scan.ident(short)) == short
+    assert scan.body_of(scan.ident(long)) is None
+    assert scan.ident(long) != scan.ident(long + b"y")
+    assert len({scan.ident(bytes([n])) for n in range(256)}) == 256
+    assert all(len(scan.ident(b"k" * n)) == scan.IDENT for n in range(1, 40))

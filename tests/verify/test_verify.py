@@ -6,7 +6,7 @@ Then faults a user cannot see: a record produced into a topic by hand (a ghost),
 made while the table was left out of the publication (an update, an insert and a delete
 that never reached Kafka); verify must report exactly those keys.
 The same verification with a memory budget of a few hundred bytes (the topic's states
-in SQLite) must report exactly the same.
+in hash partitions on disk) must report exactly the same.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def test_clean_workload_then_injected_faults(
         found = verify(cfg, timeout=120)
         bridge.check()
         # the same verification with a few hundred bytes of memory for the topic's states:
-        # they go to SQLite after a key or two, and everything found must be the same
+        # they go to hash partitions on disk, and everything found must be the same
         on_disk = verify(cfg, timeout=120, memory_limit=500)
         bridge.check()
         done = repair(cfg, found, timeout=120)
