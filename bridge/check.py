@@ -64,6 +64,7 @@ def _postgres(cfg: Config) -> Iterator[Result]:
         yield _guard("replication slot", lambda: _slot(rc, cfg))
         yield _guard("failover slot", lambda: failover.report(rc, cfg))
         yield _guard("major upgrade", lambda: _upgrade(rc, cfg))
+        yield _guard("verify --repair", lambda: _repair(rc, cfg))
     finally:
         rc.close()
 
@@ -96,6 +97,56 @@ def upgrade_outlook(major: int, slot: str, on_slot_lost: str) -> str:
         "from the state topic, start from a new slot and run bridge verify --repair "
         "(docs/operations/upgrades.md)"
     )
+
+
+def _repair(rc: libpq.ReplicationConnection, cfg: Config) -> str:
+    """How `bridge verify --repair` will fix rows, and whether this role may, said before
+    anyone needs it (bridge.verify.repair): it locks a table in SHARE MODE (UPDATE, DELETE
+    or TRUNCATE on it, and a transaction that may lock) for ghosts, and for re-read rows
+    too unless the bridge re-reads them through snapshot.signal_table (INSERT there)."""
+    signal = cfg.snapshot.signal_table
+    how = (
+        f"the bridge re-reads rows through {signal}"
+        if signal
+        else "verify re-reads rows itself, under a table lock (no signal table needed)"
+    )
+    problems = []
+    if signal:
+        name = rc.quote(sql.Literal(signal))
+        (insert,) = rc.command(
+            f"SELECT CASE WHEN to_regclass({name}) IS NULL THEN 'missing' "
+            f"WHEN has_table_privilege({name}, 'INSERT') THEN 'ok' ELSE 'no INSERT' END"
+        )[0]
+        if insert != "ok":
+            problems.append(f"{signal}: {'no such table' if insert == 'missing' else insert}")
+    (read_only,) = rc.command("SHOW default_transaction_read_only")[0]
+    if read_only == "on":
+        problems.append("the role's transactions are read-only, so it cannot lock a table")
+    elif cfg.source.plugin == "pgoutput":
+        # materialized: the privilege test must see the publication's tables only (a
+        # name in a schema the role may not use, pg_toast's, cannot be looked up)
+        rows = rc.command(
+            "WITH t AS MATERIALIZED (SELECT format('%I.%I', schemaname, tablename) AS name "
+            "FROM pg_publication_tables "
+            f"WHERE pubname = {rc.quote(sql.Literal(cfg.source.publication_name))}) "
+            "SELECT name FROM t WHERE NOT ("
+            + " OR ".join(
+                f"has_table_privilege(name, '{p}')" for p in ("UPDATE", "DELETE", "TRUNCATE")
+            )
+            + ") ORDER BY 1"
+        )
+        if rows:
+            names = ", ".join(str(r[0]) for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+            problems.append(
+                f"no UPDATE, DELETE or TRUNCATE (for its SHARE MODE lock) on {len(rows)} "
+                f"published table(s): {names}"
+            )
+    if problems:
+        return (
+            f"WARNING: {how}, and with this role it would stop: {'; '.join(problems)} "
+            "(docs/verify.md, repair)"
+        )
+    return f"{how}; this role may"
 
 
 def _replication_role(rc: libpq.ReplicationConnection) -> str:

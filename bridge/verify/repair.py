@@ -1,11 +1,23 @@
 """`bridge verify --repair`: make every key-based consumer converge to PostgreSQL.
 
-Rows missing from Kafka or different there are re-read by the bridge itself: verify
-inserts `execute-snapshot` signals (`snapshot.signal_table`) whose additional condition
-selects exactly those keys, and the running bridge's incremental snapshot emits them
-between its DBLog watermarks. A change streamed while a chunk is open drops the chunk's
-row for that key, so a re-emitted row never overtakes a newer live change: per-key order
-holds as for any incremental snapshot.
+Rows missing from Kafka or different there are re-read and emitted again as snapshot
+reads (op "r"), and keys alive in Kafka but not in PostgreSQL (ghosts) get a delete. Both
+must not land after a newer live change of the key, and there are two ways to keep that:
+
+- With `snapshot.signal_table` set, the running bridge re-reads the rows itself: verify
+  inserts `execute-snapshot` signals whose additional condition selects exactly those
+  keys, and the bridge's incremental snapshot emits them between its DBLog watermarks. A
+  change streamed while a chunk is open drops the chunk's row for that key, so a
+  re-emitted row never overtakes a newer live change: per-key order holds as for any
+  incremental snapshot. The role needs INSERT on the signal table.
+- Without one (the bridge's default: no setting the user did not choose), verify
+  re-reads them itself, under the table lock the ghosts' deletes take (below): with no
+  write to the table in progress or possible, and everything committed before delivered
+  to Kafka, the rows it reads are the newest, and the records it produces precede every
+  later change of their keys. Each is encoded by the bridge's own encoder (op "r",
+  `source.snapshot` "incremental", `source.lsn` the WAL position under the lock) and
+  produced with the bridge's producer settings (its partitioner: a key goes where the
+  bridge puts it).
 
 Keys alive in Kafka but not in PostgreSQL (ghosts) get a delete and a tombstone, produced
 by verify into the partition that holds the key, with the key's own bytes and the table's
@@ -18,8 +30,8 @@ from where verification stopped, drops from the ghosts any key that got a record
 (it is no longer known to be a ghost: the next verify judges it), produces the deletes
 and waits for Kafka's confirmation, and only then releases the lock. Every later change
 of a key is committed after the lock, so it follows the delete in the partition. The
-role needs UPDATE, DELETE or TRUNCATE on the table for that lock mode, and INSERT on the
-signal table.
+role needs UPDATE, DELETE or TRUNCATE on the table for that lock mode, and Kafka WRITE on
+the topic.
 
 The lake is repaired the same way, through the topic (never written here): `--delta`
 adds the keys that differ in the lake to those two lists (`bridge.verify.lake.LakeFix`),
@@ -45,8 +57,13 @@ from psycopg import sql
 
 from bridge import __version__
 from bridge.config import Config
-from bridge.errors import ConfigError, VerifyError
+from bridge.errors import VerifyError
+from bridge.kafka.producer import producer_config
 from bridge.kafka.registry import open_registry, subject_name
+from bridge.record import KafkaRecord
+from bridge.snapshot.catalog import SnapshotTable
+from bridge.snapshot.chunks import Chunk, chunk_query
+from bridge.snapshot.reader import RawText, encode_rows, snapshot_source
 from bridge.snapshot.store import DONE, ProgressStore
 from bridge.source import libpq
 from bridge.verify.compare import TableResult
@@ -77,22 +94,20 @@ def repair(
     timeout: float = 300.0,
     progress: Callable[[str], None] = log.info,
 ) -> Repaired:
-    """Fix what `found` reports; returns once the bridge delivered every re-read row."""
+    """Fix what `found` reports; returns once every re-read row is delivered."""
     out = Repaired()
     todo = [t for t in found.tables if t.skipped is None and not t.ok]
     out.lake_left = sum(t.lake_left for t in todo)
-    if any(t.reread_keys for t in todo) and cfg.snapshot.signal_table is None:
-        raise ConfigError(
-            "--repair re-reads rows through incremental snapshots, and "
-            "snapshot.signal_table is not set",
-            hint="set snapshot.signal_table (and restart the bridge with it), then repair",
-        )
+    signalled = cfg.snapshot.signal_table is not None  # else re-read here (module docstring)
     conn = libpq.connect(cfg.source.conninfo(), replication=False)
     try:
         signals = []
         for result in todo:
-            if result.ghost_keys:
-                _delete_ghosts(cfg, conn, result, found.point, timeout, out)
+            rereads = [] if signalled else result.reread_keys
+            if result.ghost_keys or rereads:
+                _under_lock(cfg, conn, result, found.point, timeout, out, rereads)
+            if not signalled:
+                continue
             for at in range(0, len(result.reread_keys), KEYS_PER_SIGNAL):
                 keys = result.reread_keys[at : at + KEYS_PER_SIGNAL]
                 signals.append(_signal(cfg, conn, result, keys))
@@ -111,15 +126,7 @@ def _signal(
     """An execute-snapshot signal for `keys` of the table; returns its id."""
     table = result.snapshot_table
     assert table is not None and cfg.snapshot.signal_table is not None
-    row = sql.SQL("({})")
-    casts = [sql.SQL("{}::" + k.type_sql) for k in table.key]
-    rows = sql.SQL(", ").join(
-        row.format(
-            sql.SQL(", ").join(c.format(sql.Literal(v)) for c, v in zip(casts, k, strict=True))
-        )
-        for k in keys
-    )
-    condition = sql.SQL("({}) IN ({})").format(table.key_list(), rows).as_string(conn)
+    condition = _condition(conn, table, keys)
     signal_id = f"verify-{uuid.uuid4().hex}"
     data = {
         "data-collections": [result.table],
@@ -140,6 +147,21 @@ def _signal(
             hint="grant INSERT on it to the role verify runs as",
         ) from None
     return signal_id
+
+
+def _condition(
+    conn: psycopg.Connection[Any], table: SnapshotTable, keys: list[tuple[str, ...]]
+) -> str:
+    """An SQL condition selecting the rows of `keys` (PostgreSQL's key texts)."""
+    row = sql.SQL("({})")
+    casts = [sql.SQL("{}::" + k.type_sql) for k in table.key]
+    rows = sql.SQL(", ").join(
+        row.format(
+            sql.SQL(", ").join(c.format(sql.Literal(v)) for c, v in zip(casts, k, strict=True))
+        )
+        for k in keys
+    )
+    return sql.SQL("({}) IN ({})").format(table.key_list(), rows).as_string(conn)
 
 
 def _await_runs(cfg: Config, signals: list[str], timeout: float) -> None:
@@ -163,52 +185,91 @@ def _await_runs(cfg: Config, signals: list[str], timeout: float) -> None:
         store.close()
 
 
-def _delete_ghosts(
+def _under_lock(
     cfg: Config,
     conn: psycopg.Connection[Any],
     result: TableResult,
     point: int,
     timeout: float,
     out: Repaired,
+    rereads: list[tuple[str, ...]],
 ) -> None:
-    """Deletes and tombstones for the table's ghosts, under the lock (module docstring)."""
-    table, decoder = result.snapshot_table, result.decoder
-    assert table is not None and decoder is not None
+    """Deletes and tombstones for the table's ghosts, and the rows of `rereads` emitted
+    again, under the lock (module docstring)."""
+    table, decoder, job = result.snapshot_table, result.decoder, result.job
+    assert table is not None and decoder is not None and job is not None
     with conn.transaction():
         try:
             conn.execute(sql.SQL("LOCK TABLE {} IN SHARE MODE").format(table.ident))
         except psycopg.Error as exc:
             raise VerifyError(
                 f"cannot lock {result.table} against writes: {str(exc).strip()}",
-                hint="deleting ghosts needs UPDATE, DELETE or TRUNCATE on the table",
+                hint="repairing a table takes SHARE MODE: grant the role UPDATE, DELETE or "
+                "TRUNCATE on it (or set snapshot.signal_table, for rows the bridge re-reads)",
             ) from None
         (now,) = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone() or (0,)
         await_delivered(cfg, conn, int(now), timeout)
-        # every record since verification: few, and looked up by key
-        since = TopicState(decoder, 2**63, in_memory=True, topic=result.topic)
-        try:
-            read_topic(cfg, result.topic, since, timeout, start=result.ends)
-            ghosts = {k: v for k, v in result.ghost_keys.items() if since.get(k) is None}
-        finally:
-            since.close()
-        out.skipped += len(result.ghost_keys) - len(ghosts)
-        if ghosts:
-            _produce_deletes(cfg, result, decoder, ghosts.values(), point, timeout)
-            out.deleted += len(ghosts)
+        ghosts: dict[bytes, Kept] = {}
+        if result.ghost_keys:
+            # every record since verification: few, and looked up by key
+            since = TopicState(decoder, 2**63, in_memory=True, topic=result.topic)
+            try:
+                read_topic(cfg, result.topic, since, timeout, start=result.ends)
+                ghosts = {k: v for k, v in result.ghost_keys.items() if since.get(k) is None}
+            finally:
+                since.close()
+            out.skipped += len(result.ghost_keys) - len(ghosts)
+        deletes = _deletes(cfg, result, decoder, ghosts.values(), point)
+        rows = _rows(cfg, conn, result, rereads, int(now))
+        _send(cfg, deletes + rows, timeout)
+        out.deleted += len(ghosts)
+        out.reread += len(rows)
 
 
-def _produce_deletes(
+def _rows(
     cfg: Config,
+    conn: psycopg.Connection[Any],
     result: TableResult,
-    decoder: Decoder,
-    ghosts: Iterable[Kept],
-    point: int,
-    timeout: float,
-) -> None:
+    keys: list[tuple[str, ...]],
+    lsn: int,
+) -> list[KafkaRecord]:
+    """The rows of `keys` as they are now, as the bridge's snapshot records them (op "r" at
+    `lsn`); a key whose row is gone meanwhile has none (its delete was streamed)."""
+    table, job = result.snapshot_table, result.job
+    assert table is not None and job is not None
+    source = snapshot_source(cfg.kafka.topic_prefix, cfg.source.dbname, lsn, "incremental")
+    codec = job.encoder.table
+    value_id = job.encoder.value_id
+    found = _registered_id(cfg, result, codec.namespace, value_id, codec.envelope_schema)
+    header = b"\0" + found.to_bytes(4, "big")  # the encoder's, or once registered here
+    out: list[KafkaRecord] = []
+    for at in range(0, len(keys), KEYS_PER_SIGNAL):
+        condition = _condition(conn, table, keys[at : at + KEYS_PER_SIGNAL])
+        query, params = chunk_query(
+            table, Chunk(table.label, 0, table.method, None, None), condition=condition
+        )
+        with conn.cursor() as cursor:
+            for column in table.relation.columns:  # rows as raw text, for the encoder
+                cursor.adapters.register_loader(column.type_oid, RawText)
+            rows = cursor.execute(query, params).fetchall()
+        records, _ = encode_rows(rows, job, source)
+        for r in records:
+            assert r.value is not None  # an "r" record
+            out.append(KafkaRecord(r.topic, r.key, header + r.value[5:], r.headers, r.partition))
+    return out
+
+
+def _deletes(
+    cfg: Config, result: TableResult, decoder: Decoder, ghosts: Iterable[Kept], point: int
+) -> list[KafkaRecord]:
+    """A delete (and a tombstone) of each ghost, into the partition that holds it."""
     job = result.job
     assert job is not None
     codec = job.encoder.table
     envelope = codec.envelope_schema
+    ghosts = list(ghosts)
+    if not ghosts:
+        return []
     value_id = _registered_id(cfg, result, codec.namespace, job.encoder.value_id, envelope)
     writer = fastavro.parse_schema(raw_schema(envelope))
     namespace, name = result.table.split(".", 1)
@@ -224,7 +285,36 @@ def _produce_deletes(
         "table": name,
         "lsn": point,
     }
-    producer = Producer({**cfg.kafka.client_config(), "acks": "all", "enable.idempotence": True})
+    out: list[KafkaRecord] = []
+    for kept in ghosts:
+        before = dict.fromkeys(decoder.fields)
+        before.update(decoder.key_fields(kept.raw_key, f"{result.table} ghost key"))
+        env = _filled(
+            envelope,
+            {
+                "before": before,
+                "after": None,
+                "source": _filled(_record(envelope, "source"), source),
+                "op": "d",
+                "ts_ms": now_ms,
+            },
+        )
+        body = io.BytesIO()
+        body.write(b"\0" + value_id.to_bytes(4, "big"))
+        fastavro.schemaless_writer(body, writer, env)
+        out.append(KafkaRecord(result.topic, kept.raw_key, body.getvalue(), None, kept.partition))
+        if job.encoder.tombstones:
+            out.append(KafkaRecord(result.topic, kept.raw_key, None, None, kept.partition))
+    return out
+
+
+def _send(cfg: Config, records: list[KafkaRecord], timeout: float) -> None:
+    """Produce `records` with the bridge's producer settings (its partitioner: a key goes
+    where the bridge puts it) and wait for Kafka's confirmation of every one."""
+    if not records:
+        return
+    topic = records[0].topic
+    producer = Producer(producer_config(cfg.kafka.client_config(), cfg.kafka.producer))
     failed: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -232,34 +322,16 @@ def _produce_deletes(
             failed.append(str(err))
 
     try:
-        for kept in ghosts:
-            before = dict.fromkeys(decoder.fields)
-            before.update(decoder.key_fields(kept.raw_key, f"{result.table} ghost key"))
-            env = _filled(
-                envelope,
-                {
-                    "before": before,
-                    "after": None,
-                    "source": _filled(_record(envelope, "source"), source),
-                    "op": "d",
-                    "ts_ms": now_ms,
-                },
-            )
-            body = io.BytesIO()
-            body.write(b"\0" + value_id.to_bytes(4, "big"))
-            fastavro.schemaless_writer(body, writer, env)
-            producer.produce(result.topic, body.getvalue(), kept.raw_key, kept.partition, delivered)
-            if job.encoder.tombstones:
-                producer.produce(result.topic, None, kept.raw_key, kept.partition, delivered)
+        produce: Any = producer.produce  # its stubs want headers of str | bytes values
+        for r in records:
+            produce(r.topic, r.value, r.key, r.partition, delivered, headers=r.headers)
             producer.poll(0)
         left = producer.flush(timeout)
     except (KafkaException, BufferError, ValueError, TypeError) as exc:
-        raise VerifyError(
-            f"producing ghost deletes to {result.topic}: {exc}", hint="retry"
-        ) from None
+        raise VerifyError(f"producing repairs to {topic}: {exc}", hint="retry") from None
     if left or failed:
         raise VerifyError(
-            f"{left} ghost delete(s) to {result.topic} unconfirmed: {'; '.join(failed[:3])}",
+            f"{left} repair record(s) to {topic} unconfirmed: {'; '.join(failed[:3])}",
             hint="check Kafka and the role's WRITE permission on the topic, then verify again",
         )
 

@@ -10,9 +10,11 @@ from schema.live import unique
 from bridge.config import Config
 
 
-def bridge_config(stack: Any, pg_db: str, publication: str) -> Config:
+def bridge_config(
+    stack: Any, pg_db: str, publication: str, signal_table: str | None = "public.signals"
+) -> Config:
     """The bridge on `publication` (made by the test), with an initial snapshot and the
-    signal table `public.signals` that --repair writes to."""
+    signal table `signal_table` that --repair writes to (None: none)."""
     return Config(
         source={
             "host": stack.pg_host,
@@ -27,6 +29,6 @@ def bridge_config(stack: Any, pg_db: str, publication: str) -> Config:
         },
         kafka={"bootstrap_servers": stack.kafka_bootstrap, "topic_prefix": unique("v")},
         registry={"url": stack.registry_url},
-        snapshot={"mode": "initial", "progress_bar": "never", "signal_table": "public.signals"},
+        snapshot={"mode": "initial", "progress_bar": "never", "signal_table": signal_table},
         http={"port": 0},
     )

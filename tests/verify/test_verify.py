@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ import psycopg
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from psycopg import sql
 from running import PipelineThread, running
 from schema.live import unique
 from toast_keys import big_text
@@ -234,3 +236,80 @@ def test_cli_exit_codes(
         )
     assert bad.returncode == 1, bad.stderr
     assert "public.trunc: columns that differ: v (1)" in bad.stdout
+
+
+def test_cli_repairs_without_a_signal_table(
+    stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str, tmp_path: Any
+) -> None:
+    """A bridge run with the defaults (no snapshot.signal_table): `bridge check` says how
+    repair will work, `bridge verify --repair` re-reads a different and a missing row itself
+    and deletes a ghost, and the table matches afterwards, also after a later change."""
+    pg_conn.execute("CREATE TABLE plain (id int PRIMARY KEY, v text)")
+    publication = unique("pub")
+    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE plain")
+    cfg = bridge_config(stack, pg_db, publication, signal_table=None)
+    settings = cfg.model_dump(mode="json", exclude_none=True)
+    settings["source"]["password"] = stack.pg_password  # dumped masked
+    path = tmp_path / "bridge.yaml"
+    path.write_text(json.dumps(settings))
+    pg_conn.execute("INSERT INTO plain SELECT g, 'v' || g FROM generate_series(1, 20) g")
+    command = [venv_tool("bridge"), "verify", "-c", str(path), "--repair"]
+    checked = subprocess.run(
+        [venv_tool("bridge"), "check", "-c", str(path)], check=False, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok   verify --repair: verify re-reads rows itself" in checked.stdout, checked.stdout
+    with running(cfg) as bridge:
+        pg_conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE plain")
+        pg_conn.execute("UPDATE plain SET v = 'changed' WHERE id = 3")  # different
+        pg_conn.execute("INSERT INTO plain VALUES (50, 'never streamed')")  # missing
+        pg_conn.execute("DELETE FROM plain WHERE id = 4")  # a ghost
+        pg_conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE plain")
+        repaired = subprocess.run(command, check=False, capture_output=True, text=True)
+        bridge.check()
+        pg_conn.execute("UPDATE plain SET v = 'after the repair' WHERE id = 3")  # still ordered
+        again = verify(cfg, timeout=120)
+        bridge.check()
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "repaired: 2 row(s) re-emitted, 1 ghost key(s) deleted" in repaired.stdout
+    assert repaired.stdout.rstrip().endswith("all tables match")
+    assert again.ok, as_json(again)
+    (table,) = again.tables
+    assert (table.rows, table.equal) == (20, 20)
+
+
+def test_check_warns_when_the_role_could_not_repair(
+    stack: Any, pg_conn: psycopg.Connection[Any], pg_db: str, tmp_path: Any
+) -> None:
+    """`bridge check` as a role that may stream and read but not lock the published table
+    (nor write the signal table) says up front that `--repair` would stop, and why."""
+    pg_conn.execute("CREATE TABLE readonly (id int PRIMARY KEY)")
+    pg_conn.execute("CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text)")
+    publication = unique("pub")
+    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE readonly")
+    role, password = unique("reader"), secrets.token_urlsafe(16)
+    ident = sql.Identifier(role)
+    pg_conn.execute(
+        sql.SQL("CREATE ROLE {} LOGIN REPLICATION PASSWORD {}").format(ident, sql.Literal(password))
+    )
+    try:
+        pg_conn.execute(sql.SQL("GRANT SELECT ON readonly, signals TO {}").format(ident))
+        for signal_table, expected in ((None, ""), ("public.signals", "public.signals: no INSERT")):
+            cfg = bridge_config(stack, pg_db, publication, signal_table=signal_table)
+            settings = cfg.model_dump(mode="json", exclude_none=True)
+            settings["source"].update(user=role, password=password)
+            path = tmp_path / "bridge.yaml"
+            path.write_text(json.dumps(settings))
+            checked = subprocess.run(
+                [venv_tool("bridge"), "check", "-c", str(path)],
+                check=False,
+                capture_output=True,
+                text=True,
+            )
+            (line,) = [x for x in checked.stdout.splitlines() if x[5:].startswith("verify --")]
+            assert line.startswith("ok   verify --repair: WARNING: "), checked.stdout
+            assert "for its SHARE MODE lock) on 1 published table(s): public.readonly" in line
+            assert expected in line
+    finally:
+        pg_conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+        pg_conn.execute(sql.SQL("DROP ROLE {}").format(ident))
