@@ -10,7 +10,8 @@ imports it as module `stack` (dev.sh puts deploy/local on PYTHONPATH):
     stack.stop()
 
 CLI for humans and the demo: `python deploy/local/stack.py up` prints one JSON line of connection
-info and runs until SIGINT/SIGTERM.
+info and runs until SIGINT/SIGTERM; `--spark-workers 2` adds a Spark standalone cluster
+(`spark_master` in that line; deploy/local/stack_spark.py).
 
 Secured variant (tests/security): `Stack(tls=True)` gives every server a certificate from a fresh
 test CA (`stack.ca`) and refuses plain connections; `kafka_users` adds SASL SCRAM-SHA-512
@@ -44,6 +45,7 @@ from stack_kafka import Kafka  # noqa: E402
 from stack_postgres import Postgres  # noqa: E402
 from stack_proc import WATCHDOG, StackError  # noqa: E402
 from stack_registry import Registry, RegistryAuth  # noqa: E402
+from stack_spark import SparkCluster  # noqa: E402
 from stack_tls import CertificateAuthority  # noqa: E402
 
 __all__ = ["RegistryAuth", "Stack", "StackError"]
@@ -63,9 +65,12 @@ class Stack:
         pg_host: str = "127.0.0.1",
         pg_clients: str = "127.0.0.1/32",
         kafka_host: str = "127.0.0.1",
+        spark_workers: int = 0,
     ) -> None:
         """The hosts bind servers elsewhere than loopback (the fault suite's veth links):
-        `pg_clients` is the network PostgreSQL admits; the registry shares `kafka_host`."""
+        `pg_clients` is the network PostgreSQL admits; the registry shares `kafka_host`.
+        `spark_workers` > 0 also starts a Spark standalone cluster of that many workers
+        (`stack.spark`, deploy/local/stack_spark.py)."""
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pgkb-stack-"))
         self.workdir.chmod(0o755)  # the postgres OS user must reach its data dir
@@ -94,6 +99,8 @@ class Stack:
             auth=registry_auth,
             host=kafka_host,
         )
+        self.spark: SparkCluster | None = None
+        self._spark_workers = spark_workers
         self.timings: dict[str, float] = {}
         self._stopped = False
         if self._own_workdir and not self.keep_workdir:
@@ -145,6 +152,14 @@ class Stack:
             "pg_dsn": self.dsn(),
             "kafka_bootstrap": self.kafka_bootstrap,
             "registry_url": self.registry_url,
+            **(
+                {
+                    "spark_master": self.spark.master_url,
+                    "spark_worker_pids": self.spark.worker_pids(),
+                }
+                if self.spark is not None
+                else {}
+            ),
         }
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -169,6 +184,8 @@ class Stack:
             self._parallel(
                 [self.postgres.wait_ready, self.kafka.wait_ready, self.registry.wait_ready]
             )
+            if self._spark_workers:
+                self.start_spark(self._spark_workers)
             self.timings["boot"] = time.monotonic() - t1
         except BaseException:
             if self._own_workdir and not self.keep_workdir:
@@ -202,6 +219,7 @@ class Stack:
         if self._stopped:
             return
         self._stopped = True
+        self.stop_spark()
         for component in (self.registry, self.kafka, self.postgres):
             component.stop()
         if self._own_workdir and not self.keep_workdir:
@@ -218,6 +236,26 @@ class Stack:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    # --- the Spark standalone cluster (tests/spark/test_cluster.py) ---------------------
+
+    def start_spark(self, workers: int = 2, cores: int = 1, memory: str = "1g") -> SparkCluster:
+        """A Spark standalone cluster of `workers` workers (`cores` executor cores and
+        `memory` for executors each) beside the running servers (`stack.spark`;
+        deploy/local/stack_spark.py), started once; stop() stops it."""
+        if self.spark is None:
+            cluster = SparkCluster(
+                self.workdir, self.log_dir, workers=workers, cores=cores, memory=memory
+            )
+            cluster.install()
+            self.spark = cluster
+            cluster.start()
+        return self.spark
+
+    def stop_spark(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
 
     # --- per-component control (fault tests) ----------------------------------------------
 
@@ -274,7 +312,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    stack = Stack(Path(args.workdir) if args.workdir else None, keep_workdir=args.keep)
+    stack = Stack(
+        Path(args.workdir) if args.workdir else None,
+        keep_workdir=args.keep,
+        spark_workers=args.spark_workers,
+    )
     try:
         stack.start()
         print(json.dumps({**stack.info(), "timings": stack.timings}), flush=True)
@@ -292,6 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the stack, print connection info, run until signalled")
     up.add_argument("--workdir", help="an empty directory to use instead of a fresh temporary one")
     up.add_argument("--keep", action="store_true", help="keep the work dir (logs) after stop")
+    up.add_argument(
+        "--spark-workers",
+        type=int,
+        default=0,
+        help="also start a Spark standalone cluster of this many workers (1 core, 1g each)",
+    )
     args = parser.parse_args(argv)
     try:
         return _serve(args)
