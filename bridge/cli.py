@@ -2,6 +2,11 @@
 
 Every `BridgeError` becomes one readable message and its exit code (2 for bad
 configuration, 1 otherwise); tracebacks are kept for real bugs.
+
+Each command imports what only it needs when it runs (the pipeline, the checks, the
+demo, the Debezium import, the external load): a `bridge verify` process, whose resident
+memory its `--memory-limit-mb` bounds, does not carry the others' modules. Verify's own
+are imported here, as its options' defaults come from them.
 """
 
 from __future__ import annotations
@@ -15,14 +20,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from bridge import __version__, log
-from bridge.build import run_pipeline
-from bridge.check import run_checks
 from bridge.config import Config, load_config
-from bridge.debezium_import import import_connector, read_connector_file, render
-from bridge.demo import run_demo
 from bridge.errors import BridgeError, ConfigError
-from bridge.snapshot.external import held_snapshot, store_of
-from bridge.snapshot.store import DONE, INITIAL
 from bridge.verify.command import Request
 from bridge.verify.command import run as run_verification
 from bridge.verify.compare import REPAIR_KEY_LIMIT
@@ -77,6 +76,8 @@ def _load(path: Path | None) -> Config:
 @app.command()
 def check(config: ConfigOption = None) -> None:
     """Check each dependency (PostgreSQL, slot, publication, Kafka, registry): ok or FAIL."""
+    from bridge.check import run_checks  # noqa: PLC0415 (per command: module docstring)
+
     cfg = _load(config)
     mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())  # librdkafka lines too
     failed = 0
@@ -91,6 +92,8 @@ def check(config: ConfigOption = None) -> None:
 @app.command()
 def run(config: ConfigOption = None) -> None:
     """Stream changes from the replication slot into Kafka until stopped (SIGTERM/SIGINT)."""
+    from bridge.build import run_pipeline  # noqa: PLC0415 (per command: module docstring)
+
     cfg = _load(config)
     mask = log.setup(cfg.log.level, cfg.log.format, cfg.secrets())
     try:
@@ -117,6 +120,12 @@ def import_debezium(
 ) -> None:
     """Turn a Debezium PostgreSQL connector configuration into bridge YAML (docs: Coming
     from Debezium); what cannot be carried over is listed at its top."""
+    from bridge.debezium_import import (  # noqa: PLC0415 (per command: module docstring)
+        import_connector,
+        read_connector_file,
+        render,
+    )
+
     try:
         imported = import_connector(read_connector_file(connector), bootstrap_servers)
     except BridgeError as exc:
@@ -238,6 +247,9 @@ def external_load(
 ) -> None:
     """snapshot.mode external: print the snapshot the bridge holds for an initial load of
     your own and its hand-over LSN, as JSON; with --done, record that load as finished."""
+    from bridge.snapshot.external import held_snapshot, store_of  # noqa: PLC0415 (per command)
+    from bridge.snapshot.store import DONE, INITIAL  # noqa: PLC0415 (per command)
+
     cfg = _load(config)
     store = store_of(cfg)
     try:
@@ -257,6 +269,8 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Keep the stack running until Ctrl-C.")] = False,
 ) -> None:
     """Start the local stack, change two tables, show the changes arrive in Kafka and Delta."""
+    from bridge.demo import run_demo  # noqa: PLC0415 (per command: module docstring)
+
     try:
         run_demo(keep=keep)
     except BridgeError as exc:
