@@ -213,7 +213,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         metrics=metrics,
         routing=routing,
         snapshots=source.snapshots,
-        incremental=source.snapshots.incremental(encoders, assembler.relations.get),
+        incremental=source.snapshots.incremental(encoders, assembler.relations.get, routing),
         encoders=encoders,
         decode=source.plugin.decode,
         start_streaming=source.start_streaming(cfg),

@@ -10,15 +10,10 @@ type text, data text`), for example
 Per chunk: insert a low watermark row (`snapshot-window-open`), read the next key
 range (`key > last AND key <= max ORDER BY key LIMIT n`, `max` fixed when the table
 starts so the snapshot ends), insert a high watermark row (`snapshot-window-close`).
-In the stream, between the two watermarks, a change to a key of the chunk drops the
-key from the buffer: the read may have seen that change or not, but the streamed
-event itself (emitted in order, and followed by any later ones) carries the key's
-state, so the row read is redundant or stale. At the high
-watermark the rest of the buffer is emitted as op "r" (`source.snapshot =
-"incremental"`) inside the watermark's transaction, so that LSN is acknowledged
-only once they are delivered, and the next chunk starts. A chunk's position is
-stored once the flush position passes its high watermark: after a crash the run
-resumes from the store and re-reads only chunks whose delivery was not confirmed.
+What the stream does in between, which rows go out and when a position is stored, is
+the state machine of bridge/snapshot/windows.py; this module is its I/O: the chunk
+queries (`ChunkSource`, on a connection of its own that bridge/build.py opens), the run
+store, progress, notifications, encoders, and the records handed to the pipeline.
 
 Signals come from the signal table's inserts and, with `snapshot.signal_kafka_topic`, from
 a Kafka topic (`bridge.snapshot.signals`): `execute-snapshot`, `stop-snapshot` (tables
@@ -42,24 +37,21 @@ chunk query: whoever can write the signal table can run SELECTs as the bridge.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Protocol
 
 import psycopg
-from psycopg import IsolationLevel
+from psycopg import IsolationLevel, sql
 
-from bridge.config import Config
-from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation
+from bridge.config import Config, OutboxConfig, SourceConfig
+from bridge.decode.messages import Relation
 from bridge.encode.records import TxSource
 from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.events.model import OP_CREATE, OP_TRUNCATE, Change
 from bridge.record import KafkaRecord
-from bridge.routing import Routing
 from bridge.snapshot import catalog, notify
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
 from bridge.snapshot.chunks import Bound, Chunk, chunk_query, max_key_query
@@ -69,108 +61,204 @@ from bridge.snapshot.reader import RawText, TableJob, connect, encode_rows, snap
 from bridge.snapshot.signals import KafkaSignals
 from bridge.snapshot.store import DONE, RUNNING, RunStore
 from bridge.snapshot.watermarks import QUERY, Streamed, Watermark
+from bridge.snapshot.windows import (
+    KIND,
+    Closed,
+    Completed,
+    Delivered,
+    Run,
+    Window,
+    Windows,
+    requested_run,
+    signal_row,
+    stop_names,
+    text,
+)
 
 log = logging.getLogger("bridge.snapshot")
 
-KIND = "incremental"
-Delivered = Callable[[], bool]  # whether records sent between transactions are confirmed
 _NOTHING: list[KafkaRecord] = []
 # Streamed keys remembered for the read-only check: settled against a fresh snapshot
 # when no chunk read did it for this many.
 _STREAMED_MAX: Final = 100_000
 
 
-class _Run:
-    """One execute-snapshot signal: its tables and how far it got."""
+class Routes(Protocol):
+    """Which tables the bridge captures (`bridge.routing.Routing`)."""
 
-    __slots__ = ("conditions", "index", "last_key", "max_key", "names", "rows", "run_id")
-
-    def __init__(self, run_id: str, names: Sequence[str], conditions: dict[str, str]) -> None:
-        self.run_id = run_id
-        self.names = list(names)
-        self.conditions = conditions
-        self.index = 0  # table being read
-        self.last_key: Bound | None = None  # last key emitted in that table
-        self.max_key: Bound | None = None  # fixed when the table starts
-        self.rows = 0  # rows emitted from that table
-
-    def detail(self) -> dict[str, Any]:
-        return {
-            "data-collections": self.names,
-            "conditions": self.conditions,
-            "index": self.index,
-            "last_key": self.last_key,
-            "max_key": self.max_key,
-            "rows": self.rows,
-        }
-
-    @classmethod
-    def restore(cls, run_id: str, detail: dict[str, Any]) -> _Run:
-        run = cls(run_id, detail.get("data-collections", []), detail.get("conditions", {}))
-        run.index = int(detail.get("index", 0))
-        run.last_key = _bound(detail.get("last_key"))
-        run.max_key = _bound(detail.get("max_key"))
-        run.rows = int(detail.get("rows", 0))
-        return run
-
-    def next_table(self) -> None:
-        self.index += 1
-        self.last_key = self.max_key = None
-        self.rows = 0
+    def matches(self, schema: str, table: str) -> bool: ...
 
 
-class _Mark(NamedTuple):
-    """A run's position, stored once its chunk is delivered: the flush position passed
-    `lsn` (rows sent inside a transaction), or `delivered()` (rows sent between them)."""
+class Chunks(Protocol):
+    """The incremental snapshot's queries (`ChunkSource`, on a connection of its own).
 
-    lsn: int
-    run_id: str
-    detail: dict[str, Any]
-    done: bool
-    delivered: Delivered | None = None
+    Each call blocks on PostgreSQL, within the connection's deadlines, on the pipeline's
+    thread; a failed query raises `SourceError` (the run resumes from its last stored
+    position on restart). `signal` is the signal table (schema, name), None read-only."""
 
-    def ready(self, flushed: int) -> bool:
-        return self.lsn < flushed if self.delivered is None else self.delivered()
+    signal: tuple[str, str] | None
 
+    def describe(self, name: str) -> SnapshotTable | None:
+        """The published table `name`; None when it does not exist or is not published."""
+        ...
 
-class _Window:
-    """One chunk between its watermarks: key bytes -> the "r" record's value. A read-only
-    window is open from the read and closes once the stream passes `until`."""
+    def max_key(self, table: SnapshotTable, condition: str | None) -> Bound | None:
+        """The table's greatest key (under the run's condition); None when it is empty."""
+        ...
 
-    __slots__ = (
-        "buffer",
-        "close_id",
-        "label",
-        "last_key",
-        "oid",
-        "open_id",
-        "opened",
-        "topic",
-        "until",
-    )
+    def watermarked(
+        self, query: Any, params: list[str], type_oids: set[int], ids: tuple[str, str]
+    ) -> list[tuple[Any, ...]]:
+        """The chunk's rows (key as text, then every column as the server's text output),
+        read between the low and the high watermark rows `ids`, each committed first."""
+        ...
 
-    def __init__(self, label: str, oid: int, topic: str, last_key: Bound) -> None:
-        token = uuid.uuid4().hex
-        self.open_id = f"{token}-open"
-        self.close_id = f"{token}-close"
-        self.label = label
-        self.oid = oid
-        self.topic = topic
-        self.last_key = last_key
-        self.opened = False
-        self.until: int | None = None  # read-only: the position that closes the window
-        self.buffer: dict[bytes | None, bytes | None] = {}
+    def consistent(
+        self, query: Any, params: list[str], type_oids: set[int]
+    ) -> tuple[list[tuple[Any, ...]], Watermark]:
+        """Read-only: the chunk's rows and the watermark of the snapshot they were read in."""
+        ...
+
+    def watermark_now(self) -> Watermark:
+        """The current snapshot and WAL position."""
+        ...
+
+    def close(self) -> None: ...
 
 
-_LATER: Final = _Window("", 0, "", ())  # a read-only chunk to read again later
+class ChunkSource:
+    """`Chunks` on a connection of its own (`open_source`).
+
+    Watermarked: each watermark row is committed on its own (autocommit) and flushed at
+    commit, so the stream sees it promptly. Read-only: each chunk is read in a REPEATABLE
+    READ READ ONLY transaction whose first statement takes its watermark."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        source: SourceConfig,
+        signal: tuple[str, str] | None,
+        wal_block_size: int,
+    ) -> None:
+        self.conn = conn
+        self.signal = signal
+        self._source = source
+        self._wal_block_size = wal_block_size
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def describe(self, name: str) -> SnapshotTable | None:
+        """The published table `name` as the snapshot reads it; None when it does not
+        exist or is not published."""
+        oid = catalog.resolve(self.conn, [name]).get(name)
+        published = {p.oid: p for p in self.published()}
+        if oid is None or oid not in published:
+            return None
+        entry = published[oid]
+        return catalog.describe_table(
+            self.conn, oid, entry.columns, entry.row_filter, entry.generated
+        )
+
+    def published(self) -> list[catalog.Published]:
+        src = self._source
+        return catalog.published_tables(
+            self.conn,
+            plugin=src.plugin,
+            publication=src.publication_name,
+            replication_sets=src.replication_sets,
+        )
+
+    def max_key(self, table: SnapshotTable, condition: str | None) -> Bound | None:
+        row = self._execute(max_key_query(table, condition), []).fetchone()
+        return None if row is None else tuple(text(v) for v in row)
+
+    def watermarked(
+        self, query: Any, params: list[str], type_oids: set[int], ids: tuple[str, str]
+    ) -> list[tuple[Any, ...]]:
+        """Low watermark, the chunk's rows, high watermark."""
+        self._watermark(ids[0], "snapshot-window-open")
+        rows = self._read(query, params, type_oids)
+        self._watermark(ids[1], "snapshot-window-close")
+        return rows
+
+    def consistent(
+        self, query: Any, params: list[str], type_oids: set[int]
+    ) -> tuple[list[tuple[Any, ...]], Watermark]:
+        """Read-only: the chunk's rows and the watermark of the snapshot they were read in."""
+        try:
+            with self.conn.transaction():
+                watermark = self.watermark_now()
+                rows = self._read(query, params, type_oids)
+        except psycopg.Error as exc:
+            raise _read_error(exc) from None
+        return rows, watermark
+
+    def watermark_now(self) -> Watermark:
+        """The current (in a transaction: the transaction's) snapshot and WAL position."""
+        row = self._execute(QUERY, []).fetchone()
+        assert row is not None
+        return Watermark.parse(row[0], row[1], self._wal_block_size)
+
+    def _watermark(self, signal_id: str, kind: str) -> None:
+        assert self.signal is not None
+        table = sql.Identifier(*self.signal).as_string(self.conn)
+        self._execute(
+            f"INSERT INTO {table} (id, type, data) VALUES (%s, %s, NULL)", [signal_id, kind]
+        )
+
+    def _read(self, query: Any, params: list[str], type_oids: set[int]) -> list[tuple[Any, ...]]:
+        """Rows with every value as the server's text output (see `reader.RawText`)."""
+        cursor = self.conn.cursor()
+        for oid in type_oids:
+            cursor.adapters.register_loader(oid, RawText)
+        return self._execute(query, params, cursor).fetchall()
+
+    def _execute(
+        self, query: Any, params: list[str], cursor: psycopg.Cursor[Any] | None = None
+    ) -> psycopg.Cursor[Any]:
+        try:
+            return (cursor or self.conn.cursor()).execute(query, params)
+        except psycopg.Error as exc:
+            raise _read_error(exc) from None
+
+
+def open_source(cfg: Config) -> ChunkSource:
+    """The incremental snapshot's connection, checked and set up: read-only needs a
+    PostgreSQL 13+ primary; otherwise the signal table must exist and be published, and
+    watermarks are flushed at commit (even where synchronous_commit is off, or every
+    chunk would wait for the WAL writer)."""
+    snap = cfg.snapshot
+    signal = None if snap.signal_table is None else _split(snap.signal_table)
+    conn = connect(cfg.source.conninfo(), purpose="incremental snapshot")
+    try:
+        wal_block_size = 0
+        if snap.read_only:
+            wal_block_size = _check_read_only(conn)
+            # Each chunk in a transaction of its own that sees one snapshot (`watermarks`).
+            conn.isolation_level = IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        else:
+            conn.execute("SET synchronous_commit = on")
+        chunks = ChunkSource(conn, cfg.source, signal, wal_block_size)
+        if snap.signal_table is not None:
+            _check_signal_table(chunks, snap.signal_table)
+        return chunks
+    except BaseException:
+        conn.close()
+        raise
 
 
 class IncrementalSnapshotter:
-    """Hooks for the pipeline loop: `on_change` for every change, `on_acknowledged` per ack."""
+    """Hooks for the pipeline loop: `on_change` for every change, `on_acknowledged` per
+    acknowledgement, `on_idle` when the stream is idle. The I/O around `Windows`: every
+    collaborator comes ready (bridge/build.py, bridge/snapshot/manager.py)."""
 
     def __init__(
         self,
         cfg: Config,
+        chunks: Chunks,
+        routes: Routes,
         store: RunStore,
         progress: SnapshotProgress,
         encoders: EncoderCache,
@@ -178,51 +266,30 @@ class IncrementalSnapshotter:
         signals: KafkaSignals | None = None,
         notifier: Notifier | None = None,
     ) -> None:
-        signal = cfg.snapshot.signal_table
-        self._signal = None if signal is None else tuple(signal.split(".", 1))
+        self._chunks = chunks
+        self._signal = chunks.signal
+        self._routes = routes
+        self._outbox: OutboxConfig = cfg.outbox
         self._read_only = cfg.snapshot.read_only
+        self._chunk_size = cfg.snapshot.incremental_chunk_size
+        self._server = cfg.kafka.topic_prefix
+        self._db = cfg.source.dbname
         self._store = store
         self._progress = progress
         self._encoders = encoders
         self._relation_of = relation_of
-        self._chunk_size = cfg.snapshot.incremental_chunk_size
-        self._server = cfg.kafka.topic_prefix
-        self._db = cfg.source.dbname
-        self._source_cfg = cfg.source
-        self._routing = Routing.from_config(cfg)
-        self._outbox = cfg.outbox
-        self._conn = connect(cfg.source.conninfo())
-        self._wal_block_size = 0
-        self._streamed = Streamed()  # read-only: keys streamed since the last snapshot
-        if self._read_only:
-            self._check_read_only()
-            # Each chunk in a transaction of its own that sees one snapshot (`watermarks`).
-            self._conn.isolation_level = IsolationLevel.REPEATABLE_READ
-            self._conn.read_only = True
-        else:
-            # A watermark is seen in the stream only once its WAL is flushed: flush at commit
-            # even where synchronous_commit is off, or every chunk waits for the WAL writer.
-            self._conn.execute("SET synchronous_commit = on")
-        if signal is not None:
-            self._check_signal_table(signal)
-        self._queue: deque[_Run] = deque(
-            _Run.restore(r.run_id, r.detail) for r in store.runs(KIND, RUNNING)
-        )
-        self._active: _Run | None = None
-        self._window: _Window | None = None
-        self._unacked: deque[_Mark] = deque()  # positions to store once acknowledged
-        self._last_lsn = 0  # commit LSN of the newest window close
-        self._tables: dict[str, SnapshotTable | str] = {}  # str: why it is skipped
-        self._tracked: set[str] = set()  # tables with progress counters in this process
         self._signals = signals  # snapshot.signal_kafka_topic
-        self._paused = False  # pause-snapshot: no new chunk until resume-snapshot
-        self._stops: list[list[str] | None] = []  # stop-snapshot: applied between chunks
         self._notifier = notifier  # snapshot.notification_topic
+        self._windows = Windows(Run.restore(r.run_id, r.detail) for r in store.runs(KIND, RUNNING))
+        self._streamed = Streamed()  # read-only: keys streamed since the last snapshot
+        self._tables: dict[str, SnapshotTable | str] = {}  # str: why it is skipped
+        self._tables_of: str | None = None  # the run `_tables` describes
+        self._tracked: set[str] = set()  # tables with progress counters in this process
 
     def close(self) -> None:
         if self._signals is not None:
             self._signals.close()
-        self._conn.close()
+        self._chunks.close()
 
     # -- stream side ----------------------------------------------------------
 
@@ -232,43 +299,29 @@ class IncrementalSnapshotter:
         """A streamed change and its records; returns records to produce right after them."""
         relation = change.relation
         assert relation is not None
+        keys = [record.key for record in records]
         if self._read_only and tx.xid is not None:
-            keys = (record.key for record in records)
             self._streamed.add(tx.xid, relation.oid, keys, change.op == OP_TRUNCATE)
-        window = self._window
-        if window is not None and window.opened and relation.oid == window.oid:
-            _drop_changed(window, change.op, records)
-            if window.until is None:
-                return _NOTHING
-        if window is not None and window.until is not None and tx.commit_lsn >= window.until:
-            return self._close_window(window, tx.commit_lsn)  # after this change's records
+        out = _NOTHING
+        closed = self._windows.on_change(relation.oid, change.op, keys, tx.commit_lsn)
+        if closed is not None:  # after this change's records
+            out = self._closed_in(closed, tx.commit_lsn)
         if change.op != OP_CREATE or (relation.namespace, relation.name) != self._signal:
-            return _NOTHING
-        row = _signal_row(change)
-        return _NOTHING if row is None else self._on_signal_row(window, *row, tx.commit_lsn)
-
-    def _on_signal_row(
-        self,
-        window: _Window | None,
-        signal_id: str,
-        signal_type: str,
-        data: str | None,
-        commit_lsn: int,
-    ) -> list[KafkaRecord]:
-        """A signal table row: the open window's watermarks, or a signal."""
-        if window is not None and signal_id == window.open_id:
-            window.opened = True
-        elif window is not None and signal_id == window.close_id:
-            return self._close_window(window, commit_lsn)
-        else:
-            self._on_signal(signal_id, signal_type, data)
-        return _NOTHING
+            return out
+        row = signal_row(change)
+        if row is None:
+            return out
+        signal_id, signal_type, data = row
+        if self._windows.is_watermark(signal_id):
+            closed = self._windows.on_watermark(signal_id, tx.commit_lsn)
+            return out if closed is None else out + self._closed_in(closed, tx.commit_lsn)
+        self._on_signal(signal_id, signal_type, data)
+        return out
 
     def on_acknowledged(self, lsn: int) -> None:
         """Everything up to `lsn` is delivered: store the positions it covers, take the
         Kafka topic's signals, start work."""
-        while self._unacked and self._unacked[0].ready(lsn):
-            mark = self._unacked.popleft()
+        for mark in self._windows.acknowledged(lsn):
             self._store.set_detail(mark.run_id, mark.detail)
             if mark.done:
                 self._store.set_state(mark.run_id, DONE)
@@ -277,8 +330,8 @@ class IncrementalSnapshotter:
             for signal in self._signals.poll():
                 self._on_signal(signal.id, signal.type, signal.data)
         if self._streamed.size > _STREAMED_MAX:
-            self._streamed.settle(self._watermark_now())
-        if self._window is None and (self._active is not None or self._queue or self._stops):
+            self._streamed.settle(self._chunks.watermark_now())
+        if self._windows.wants_work():
             self._advance(lsn)
 
     def on_idle(self, position: int, emit: Callable[[list[KafkaRecord]], Delivered]) -> bool:
@@ -286,117 +339,112 @@ class IncrementalSnapshotter:
         below it was handed to `on_change`): a read-only window it passes closes, its rows
         sent between transactions by `emit`. True while a window waits for the stream to
         reach its position (the caller asks the server how far it is)."""
-        window = self._window
-        if window is None or window.until is None:
-            return False
-        if position < window.until:
-            return True
-        out, run = self._take(window)
-        delivered = emit(out) if out else _confirmed
-        self._unacked.append(_Mark(position, run.run_id, run.detail(), False, delivered))
+        waits = self._windows.waits_at(position)
+        if waits is None or waits:
+            return bool(waits)
+        closed = self._windows.take_idle()
+        self._report(closed)
+        self._windows.close_between(position, emit(closed.rows) if closed.rows else _confirmed)
         self._advance(position)
         return False
 
+    def _closed_in(self, closed: Closed, commit_lsn: int) -> list[KafkaRecord]:
+        """A window closed inside the transaction committed at `commit_lsn`: its rows go
+        out as that transaction's records; the next chunk starts now."""
+        self._report(closed)
+        self._advance(commit_lsn)
+        return closed.rows
+
+    def _report(self, closed: Closed) -> None:
+        run = closed.run
+        self._progress.add_rows(closed.label, len(closed.rows))
+        self._notify(
+            run,
+            notify.IN_PROGRESS,
+            {
+                "data_collections": notify.collections(run.names),
+                "current_collection_in_progress": closed.label,
+                "maximum_key": ",".join(closed.max_key or ()),
+                "last_processed_key": ",".join(closed.last_key),
+            },
+        )
+        if closed.table_done:
+            self._progress.finish(closed.label)
+            self._notify_table(run, closed.label, notify.SUCCEEDED, closed.table_rows)
+
+    # -- signals ----------------------------------------------------------------
+
     def _on_signal(self, signal_id: str, signal_type: str, data: str | None) -> None:
         """One signal from the table or the Kafka topic (Debezium's signal types)."""
+        windows = self._windows
         if signal_type == "execute-snapshot":
             self._request(signal_id, data)
         elif signal_type == "stop-snapshot":
-            names = _names(data)
-            self._stops.append(names)
+            names = stop_names(data)
+            windows.stops.append(names)
             log.info("signal %s: stop incremental snapshot of %s", signal_id, names or "all")
         elif signal_type in ("pause-snapshot", "resume-snapshot"):
-            self._paused = signal_type == "pause-snapshot"
-            state = "paused" if self._paused else "resumed"
+            windows.paused = signal_type == "pause-snapshot"
+            state = "paused" if windows.paused else "resumed"
             log.info("signal %s: incremental snapshots %s", signal_id, state)
             self._notify_pause(signal_id)
         else:
             log.warning("signal %s of type %r ignored", signal_id, signal_type)
 
+    def _request(self, signal_id: str, data: str | None) -> None:
+        if self._store.run(signal_id) is not None:
+            return  # replayed after a restart: already queued from the store, or done
+        run = requested_run(signal_id, data)
+        if isinstance(run, str):
+            log.error("signal %s ignored: %s", signal_id, run)
+            return
+        self._store.begin(signal_id, KIND, RUNNING, run.detail())
+        self._windows.request(run)
+        log.info("incremental snapshot %s requested for %s", signal_id, ", ".join(run.names))
+        self._notify(run, notify.STARTED, {"data_collections": notify.collections(run.names)})
+
     def _notify_pause(self, signal_id: str) -> None:
         """One PAUSED or RESUMED, named after the run it holds up (or the signal)."""
         if self._notifier is None:
             return
-        runs = ([self._active] if self._active is not None else []) + list(self._queue)
-        remaining = notify.collections([n for r in runs for n in r.names[r.index :]])
+        runs = self._windows.runs()
+        remaining = notify.collections([n for r in runs for n in r.remaining()])
         self._notifier.send(
             notify.INCREMENTAL,
-            notify.PAUSED if self._paused else notify.RESUMED,
+            notify.PAUSED if self._windows.paused else notify.RESUMED,
             {"data_collections": remaining},
             runs[0].run_id if runs else signal_id,
         )
 
     # -- runs and windows -----------------------------------------------------
 
-    def _request(self, signal_id: str, data: str | None) -> None:
-        if self._store.run(signal_id) is not None:
-            return  # replayed after a restart: already queued from the store, or done
-        try:
-            spec = json.loads(data or "{}")
-            names = [str(n) for n in spec["data-collections"]]
-            kind = str(spec.get("type", KIND)).lower()
-            conditions = {
-                str(c["data-collection"]): str(c["filter"])
-                for c in spec.get("additional-conditions", [])
-            }
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.error("signal %s ignored: malformed execute-snapshot data (%s)", signal_id, exc)
-            return
-        if kind != KIND:
-            log.error("signal %s ignored: only incremental snapshots can be signalled", signal_id)
-            return
-        run = _Run(signal_id, names, conditions)
-        self._store.begin(signal_id, KIND, RUNNING, run.detail())
-        self._queue.append(run)
-        log.info("incremental snapshot %s requested for %s", signal_id, ", ".join(names))
-        self._notify(run, notify.STARTED, {"data_collections": notify.collections(names)})
-
-    def _stop(self) -> None:
-        """Apply the stop-snapshot signals: the named tables (or whole runs) leave the queue
-        and the active run; a run left without tables is done."""
-        stops, self._stops = self._stops, []
-        for names in stops:
-            runs = ([self._active] if self._active is not None else []) + list(self._queue)
-            for run in runs:
-                finished, rest = run.names[: run.index], run.names[run.index :]
-                kept = [] if names is None else [n for n in rest if n not in names]
-                if not kept or kept[0] != rest[0]:
-                    run.last_key = run.max_key = None  # the table being read was stopped
-                    run.rows = 0
-                run.names = finished + kept
-                self._store.set_detail(run.run_id, run.detail())
-                stopped = [n for n in rest if n not in kept]
-                if stopped:
-                    data = {"data_collections": notify.collections(stopped)}
-                    self._notify(run, notify.ABORTED, data)
-
     def _advance(self, lsn: int) -> None:
-        if self._stops:
-            self._stop()
-        if self._paused:
-            return
+        """Stops applied, then the next chunk read (or the next run announced done)."""
+        for run, stopped in self._windows.apply_stops():
+            self._store.set_detail(run.run_id, run.detail())
+            if stopped:
+                self._notify(run, notify.ABORTED, {"data_collections": notify.collections(stopped)})
         while True:
-            run = self._active
-            if run is None:
-                if not self._queue:
-                    return
-                run = self._active = self._queue.popleft()
-                self._tables.clear()  # described afresh for each run
-            if run.index >= len(run.names):
-                self._unacked.append(_Mark(self._last_lsn, run.run_id, run.detail(), True))
-                self._active = None
-                self._notify(run, notify.COMPLETED, {})
+            step = self._windows.next_step()
+            if step is None:
+                return
+            if isinstance(step, Completed):
+                self._notify(step.run, notify.COMPLETED, {})
                 continue
-            window = self._open_window(run, lsn)
+            if step.run_id != self._tables_of:
+                self._tables.clear()  # described afresh for each run
+                self._tables_of = step.run_id
+            window = self._open_window(step, lsn)
             if window is _LATER:
                 return  # read again at the next acknowledgement
             if window is not None:
-                self._window = window
+                self._windows.open(window)
                 return
 
-    def _open_window(self, run: _Run, lsn: int) -> _Window | None:
-        """Watermarks around the next chunk of the run's current table; None if it is done."""
-        name = run.names[run.index]
+    def _open_window(self, run: Run, lsn: int) -> Window | None:
+        """The next chunk of the run's current table, read between its watermarks; None
+        when the table is done (or skipped)."""
+        name = run.table
         table = self._table(name)
         if isinstance(table, str):
             self._table_done(run, name, table)
@@ -406,7 +454,7 @@ class IncrementalSnapshotter:
             self._tracked.add(table.label)
             self._progress.start_table(table.label, KIND, table.estimated_rows)
         if run.max_key is None:
-            run.max_key = self._max_key(table, condition)
+            run.max_key = self._chunks.max_key(table, condition)
             if run.max_key is None:
                 self._progress.finish(table.label)
                 self._table_done(run, table.label, notify.EMPTY)
@@ -418,19 +466,26 @@ class IncrementalSnapshotter:
         query, params = chunk_query(
             table, chunk, condition=condition, limit=self._chunk_size, key_text=True
         )
-        window = _Window(table.label, relation.oid, topic, ())
         type_oids = {c.type_oid for c in relation.columns}
-        stale: set[bytes | None] = set()
+        until: int | None = None
+        stale: Iterable[bytes | None] = ()
+        ids: tuple[str, str] | None = None
         if self._read_only:
-            read = self._read_consistent(query, params, type_oids, relation.oid)
-            if read is None:
+            rows, watermark = self._chunks.consistent(query, params, type_oids)
+            found = self._streamed.stale(watermark, relation.oid)
+            if found is None:
+                log.debug("incremental snapshot: a streamed transaction is still in progress")
                 return _LATER
-            rows, window.until, stale = read
-            window.opened = True
+            if found:
+                log.debug(
+                    "incremental snapshot: %d key(s) changed by streamed transactions",
+                    len(found),
+                )
+            until, stale = watermark.until, found
         else:
-            self._watermark(window.open_id, "snapshot-window-open")
-            rows = self._read(query, params, type_oids)
-            self._watermark(window.close_id, "snapshot-window-close")
+            token = uuid.uuid4().hex
+            ids = (f"{token}-open", f"{token}-close")
+            rows = self._chunks.watermarked(query, params, type_oids, ids)
         if not rows:
             self._progress.finish(table.label)
             self._table_done(run, table.label, notify.SUCCEEDED)
@@ -438,61 +493,36 @@ class IncrementalSnapshotter:
         width = len(table.key)
         source = snapshot_source(self._server, self._db, lsn, KIND)
         records, _ = encode_rows([r[width:] for r in rows], TableJob(table, topic, encoder), source)
-        window.buffer.update((r.key, r.value) for r in records)  # reads: no headers
-        for key in stale:  # changed by a transaction streamed already, not in the snapshot
-            window.buffer.pop(key, None)
-        window.last_key = tuple(_text(v) for v in rows[-1][:width])
+        last_key: Bound = tuple(text(v) for v in rows[-1][:width])
         if len(rows) < self._chunk_size:
-            window.last_key = run.max_key  # nothing left below max: the table ends here
+            last_key = run.max_key  # nothing left below max: the table ends here
+        window = Window(
+            table.label,
+            relation.oid,
+            topic,
+            ((r.key, r.value) for r in records),  # reads: no headers
+            last_key,
+            watermarks=ids,
+            until=until,
+        )
+        window.drop(stale)  # changed by a transaction streamed already, not in the snapshot
         return window
 
-    def _close_window(self, window: _Window, commit_lsn: int) -> list[KafkaRecord]:
-        """The window closes inside the transaction committed at `commit_lsn`: its rows
-        go out right after the change at hand, as that transaction's records."""
-        out, run = self._take(window)
-        # The next chunk starts now; this one's position is stored once it is acknowledged.
-        self._last_lsn = commit_lsn
-        self._unacked.append(_Mark(self._last_lsn, run.run_id, run.detail(), False))
-        self._advance(self._last_lsn)
-        return out
-
-    def _take(self, window: _Window) -> tuple[list[KafkaRecord], _Run]:
-        """Close `window`: its remaining rows, and the run moved past them."""
-        self._window = None
-        run = self._active
-        assert run is not None
-        out = [KafkaRecord(window.topic, key, value) for key, value in window.buffer.items()]
-        self._progress.add_rows(window.label, len(out))
-        run.rows += len(out)
-        self._notify(
-            run,
-            notify.IN_PROGRESS,
-            {
-                "data_collections": notify.collections(run.names),
-                "current_collection_in_progress": window.label,
-                "maximum_key": ",".join(run.max_key or ()),
-                "last_processed_key": ",".join(window.last_key),
-            },
-        )
-        if window.last_key == run.max_key:
-            self._progress.finish(window.label)
-            self._table_done(run, window.label, notify.SUCCEEDED)
-        else:
-            run.last_key = window.last_key
-        return out, run
-
-    def _table_done(self, run: _Run, label: str, status: str) -> None:
+    def _table_done(self, run: Run, label: str, status: str) -> None:
         """The run's current table is finished (or skipped, `status` says why)."""
+        self._notify_table(run, label, status, run.rows)
+        self._windows.table_done(run)
+
+    def _notify_table(self, run: Run, label: str, status: str, rows: int) -> None:
         data = {
             "data_collections": notify.collections(run.names),
             "scanned_collection": label,
-            "total_rows_scanned": str(run.rows),
+            "total_rows_scanned": str(rows),
             "status": status,
         }
         self._notify(run, notify.TABLE_SCAN_COMPLETED, data)
-        run.next_table()
 
-    def _notify(self, run: _Run, kind: str, data: dict[str, str]) -> None:
+    def _notify(self, run: Run, kind: str, data: dict[str, str]) -> None:
         if self._notifier is not None:
             self._notifier.send(notify.INCREMENTAL, kind, data, run.run_id)
 
@@ -501,135 +531,27 @@ class IncrementalSnapshotter:
         scan status for it."""
         if name in self._tables:
             return self._tables[name]
-        table: SnapshotTable | str = notify.UNKNOWN_SCHEMA
-        oid = catalog.resolve(self._conn, [name]).get(name)
-        published = {p.oid: p for p in self._published_tables()}
-        if oid is None or oid not in published:
+        found: SnapshotTable | str = notify.UNKNOWN_SCHEMA
+        table = self._chunks.describe(name)
+        if table is None:
             log.error("incremental snapshot: table %s does not exist or is not published", name)
         else:
-            entry = published[oid]
-            table = catalog.describe_table(
-                self._conn, oid, entry.columns, entry.row_filter, entry.generated
-            )
             relation = table.relation
-            if not self._routing.matches(relation.namespace, relation.name):
+            found = table
+            if not self._routes.matches(relation.namespace, relation.name):
                 log.error("incremental snapshot: table %s is excluded by the filters", name)
-                table = notify.SKIPPED
+                found = notify.SKIPPED
             elif self._outbox.holds(relation.namespace, relation.name):
                 log.error("incremental snapshot: %s is an outbox table, skipped", name)
-                table = notify.SKIPPED
+                found = notify.SKIPPED
             elif table.method != METHOD_KEY:
                 log.error("incremental snapshot: table %s has no primary key, skipped", name)
-                table = notify.NO_PRIMARY_KEY
-        self._tables[name] = table
-        return table
-
-    def _max_key(self, table: SnapshotTable, condition: str | None) -> Bound | None:
-        row = self._execute(max_key_query(table, condition), []).fetchone()
-        return None if row is None else tuple(_text(v) for v in row)
-
-    def _watermark(self, signal_id: str, kind: str) -> None:
-        assert self._signal is not None
-        table = psycopg.sql.Identifier(*self._signal).as_string(self._conn)
-        self._execute(
-            f"INSERT INTO {table} (id, type, data) VALUES (%s, %s, NULL)", [signal_id, kind]
-        )
-
-    def _read(self, query: Any, params: list[str], type_oids: set[int]) -> list[tuple[Any, ...]]:
-        """Rows with every value as the server's text output (see `reader.RawText`)."""
-        cursor = self._conn.cursor()
-        for oid in type_oids:
-            cursor.adapters.register_loader(oid, RawText)
-        return self._execute(query, params, cursor).fetchall()
-
-    def _read_consistent(
-        self, query: Any, params: list[str], type_oids: set[int], oid: int
-    ) -> tuple[list[tuple[Any, ...]], int, set[bytes | None]] | None:
-        """Read-only: the chunk's rows, the position that closes its window and the keys
-        whose rows are stale, read in one snapshot (`watermarks`); None when a transaction
-        the stream already delivered is still in progress in that snapshot and its keys
-        are not known: the chunk is read again later."""
-        try:
-            with self._conn.transaction():
-                watermark = self._watermark_now()
-                rows = self._read(query, params, type_oids)
-        except psycopg.Error as exc:
-            raise _read_error(exc) from None
-        stale = self._streamed.stale(watermark, oid)
-        if stale is None:
-            log.debug("incremental snapshot: a streamed transaction is still in progress")
-            return None
-        if stale:
-            log.debug(
-                "incremental snapshot: %d key(s) changed by streamed transactions", len(stale)
-            )
-        return rows, watermark.until, stale
-
-    def _watermark_now(self) -> Watermark:
-        """The current (in a transaction: the transaction's) snapshot and WAL position."""
-        row = self._execute(QUERY, []).fetchone()
-        assert row is not None
-        return Watermark.parse(row[0], row[1], self._wal_block_size)
-
-    def _execute(
-        self, query: Any, params: list[str], cursor: psycopg.Cursor[Any] | None = None
-    ) -> psycopg.Cursor[Any]:
-        try:
-            return (cursor or self._conn.cursor()).execute(query, params)
-        except psycopg.Error as exc:
-            raise _read_error(exc) from None
-
-    def _published_tables(self) -> list[catalog.Published]:
-        src = self._source_cfg
-        return catalog.published_tables(
-            self._conn,
-            plugin=src.plugin,
-            publication=src.publication_name,
-            replication_sets=src.replication_sets,
-        )
-
-    def _check_signal_table(self, name: str) -> None:
-        oid = catalog.resolve(self._conn, [name]).get(name)
-        if oid is None:
-            raise SourceError(
-                f"signal table {name} does not exist",
-                hint=f"CREATE TABLE {name} (id text PRIMARY KEY, type text NOT NULL, "
-                "data text), or unset snapshot.signal_table",
-            )
-        if oid not in {p.oid for p in self._published_tables()}:
-            raise SourceError(
-                f"signal table {name} is not sent by the output plugin",
-                hint="add it to the publication (or replication set): the bridge reads "
-                "signals and watermarks from the stream",
-            )
-
-    def _check_read_only(self) -> None:
-        """snapshot.read_only reads the primary's transaction snapshots (PostgreSQL 13+):
-        a standby's list no in-progress transactions."""
-        row = self._execute(
-            "SELECT current_setting('server_version_num')::int, pg_is_in_recovery(), "
-            "current_setting('wal_block_size')::int",
-            [],
-        ).fetchone()
-        assert row is not None
-        version, standby, self._wal_block_size = row
-        if version < 130000 or standby:
-            raise SourceError(
-                "snapshot.read_only needs a PostgreSQL 13+ primary (pg_current_snapshot(), "
-                "pg_current_wal_insert_lsn()): "
-                + ("this server is a standby" if standby else f"this server is {version}"),
-                hint="point the bridge at the primary, or unset snapshot.read_only and give it "
-                "a signal table to write its watermarks to",
-            )
+                found = notify.NO_PRIMARY_KEY
+        self._tables[name] = found
+        return found
 
 
-def _drop_changed(window: _Window, op: str, records: list[KafkaRecord]) -> None:
-    """A streamed change to the window's table: its keys' rows are redundant or stale."""
-    if op == OP_TRUNCATE:
-        window.buffer.clear()
-    else:
-        for record in records:
-            window.buffer.pop(record.key, None)
+_LATER: Final = Window("", 0, "", (), (), until=0)  # a read-only chunk to read again later
 
 
 def _confirmed() -> bool:
@@ -645,36 +567,45 @@ def _read_error(exc: psycopg.Error) -> SourceError:
     )
 
 
-def _signal_row(change: Change) -> tuple[str, str, str | None] | None:
-    """(id, type, data) of a signal-table insert; None if it lacks them."""
-    relation, new = change.relation, change.new
-    if relation is None or new is None:
-        return None
-    found: dict[str, str | None] = {}
-    for column, kind, value in zip(relation.columns, new.kinds, new.values, strict=False):
-        if column.name in ("id", "type", "data"):
-            usable = value is not None and kind in (KIND_TEXT, KIND_BINARY)
-            found[column.name] = (
-                value.decode(errors="replace") if usable and value is not None else None
-            )
-    signal_id, signal_type = found.get("id"), found.get("type")
-    if signal_id is None or signal_type is None:
-        return None
-    return signal_id, signal_type, found.get("data")
+def _split(name: str) -> tuple[str, str]:
+    schema, _, table = name.partition(".")
+    return schema, table
 
 
-def _names(data: str | None) -> list[str] | None:
-    """A stop-snapshot's `data-collections`; None (every table) when it names none."""
+def _check_signal_table(chunks: ChunkSource, name: str) -> None:
+    oid = catalog.resolve(chunks.conn, [name]).get(name)
+    if oid is None:
+        raise SourceError(
+            f"signal table {name} does not exist",
+            hint=f"CREATE TABLE {name} (id text PRIMARY KEY, type text NOT NULL, "
+            "data text), or unset snapshot.signal_table",
+        )
+    if oid not in {p.oid for p in chunks.published()}:
+        raise SourceError(
+            f"signal table {name} is not sent by the output plugin",
+            hint="add it to the publication (or replication set): the bridge reads "
+            "signals and watermarks from the stream",
+        )
+
+
+def _check_read_only(conn: psycopg.Connection[Any]) -> int:
+    """snapshot.read_only reads the primary's transaction snapshots (PostgreSQL 13+):
+    a standby's list no in-progress transactions. Returns wal_block_size."""
     try:
-        names = json.loads(data or "{}").get("data-collections")
-    except (ValueError, AttributeError):
-        return None
-    return [str(n) for n in names] if isinstance(names, list) and names else None
-
-
-def _bound(value: Any) -> Bound | None:
-    return None if value is None else tuple(str(v) for v in value)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        row = conn.execute(
+            "SELECT current_setting('server_version_num')::int, pg_is_in_recovery(), "
+            "current_setting('wal_block_size')::int"
+        ).fetchone()
+    except psycopg.Error as exc:
+        raise _read_error(exc) from None
+    assert row is not None
+    version, standby, wal_block_size = row
+    if version < 130000 or standby:
+        raise SourceError(
+            "snapshot.read_only needs a PostgreSQL 13+ primary (pg_current_snapshot(), "
+            "pg_current_wal_insert_lsn()): "
+            + ("this server is a standby" if standby else f"this server is {version}"),
+            hint="point the bridge at the primary, or unset snapshot.read_only and give it "
+            "a signal table to write its watermarks to",
+        )
+    return int(wal_block_size)

@@ -23,7 +23,7 @@ from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.lsn import LSN
 from bridge.snapshot import external, modes, notify
-from bridge.snapshot.incremental import IncrementalSnapshotter
+from bridge.snapshot.incremental import IncrementalSnapshotter, Routes, open_source
 from bridge.snapshot.initial import InitialSnapshot
 from bridge.snapshot.notify import Notifier
 from bridge.snapshot.progress import SnapshotProgress
@@ -249,18 +249,30 @@ class SnapshotManager:
             self.notifier.send(notify.INITIAL, kind, {})
 
     def incremental(
-        self, encoders: EncoderCache, relation_of: Callable[[int], Relation | None]
+        self,
+        encoders: EncoderCache,
+        relation_of: Callable[[int], Relation | None],
+        routes: Routes,
     ) -> IncrementalSnapshotter | None:
-        """The streaming hooks, when a signal table or snapshot.read_only is configured;
-        read-only runs are kept in the state topic, the others in the progress tables."""
+        """The streaming hooks, when a signal table or snapshot.read_only is configured,
+        with their collaborators opened here: the chunk queries' connection (checked), the
+        run store (read-only runs in the state topic, the others in the progress tables),
+        the Kafka signal topic."""
         snap = self.cfg.snapshot
         if snap.signal_table is None and not snap.read_only:
             return None
         if snap.read_only:
             self._runs = KafkaRunStore(self.cfg)
-        signals = None if snap.signal_kafka_topic is None else KafkaSignals(self.cfg)
+        chunks = open_source(self.cfg)
+        try:
+            signals = None if snap.signal_kafka_topic is None else KafkaSignals(self.cfg)
+        except BaseException:
+            chunks.close()
+            raise
         self._incremental = IncrementalSnapshotter(
             self.cfg,
+            chunks,
+            routes,
             self._runs or self.store,
             self.progress,
             encoders,

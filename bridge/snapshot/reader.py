@@ -94,9 +94,13 @@ def copy_binary(catalog_conn: Any, table: SnapshotTable, encoder: ChangeEncoder)
     return row is not None and row[0] == 0
 
 
-def connect(conninfo: dict[str, Any], type_oids: Iterable[int] = ()) -> psycopg.Connection[Any]:
-    """A session that never times out mid-snapshot and reads `type_oids` as raw text."""
-    conn = libpq.connect(conninfo, replication=False)
+def connect(
+    conninfo: dict[str, Any], type_oids: Iterable[int] = (), *, purpose: str = "snapshot"
+) -> psycopg.Connection[Any]:
+    """A session that never times out mid-snapshot (server-side: the bridge's own
+    deadlines still bound every wait, bridge.source.libpq) and reads `type_oids` as raw
+    text. `purpose` names the connection in errors."""
+    conn = libpq.connect(conninfo, replication=False, purpose=purpose)
     conn.execute("SET statement_timeout = 0")
     conn.execute("SET idle_in_transaction_session_timeout = 0")
     for oid in type_oids:
