@@ -114,7 +114,8 @@ class Debezium:
 
     @property
     def proc(self) -> subprocess.Popen[bytes] | None:
-        return self.worker.proc
+        proc: subprocess.Popen[bytes] | None = self.worker.proc  # the stack module's Worker
+        return proc
 
     def start(self) -> None:
         self.worker.start()

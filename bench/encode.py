@@ -133,7 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     ]
 
     def row_of(r: TupleData) -> dict[str, Any]:
-        return {name: parse(v) for (name, parse), v in zip(parsers, r.values, strict=True)}
+        return {
+            name: None if v is None else parse(v)
+            for (name, parse), v in zip(parsers, r.values, strict=True)
+        }
 
     converted = [row_of(r) for r in rows]
     envelope_schema = parse_schema(table.envelope_schema)

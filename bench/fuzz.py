@@ -34,6 +34,7 @@ from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their siblings by name
 
 from bridge.errors import ProtocolError  # noqa: E402
 from tests.badinput.campaign import (  # noqa: E402

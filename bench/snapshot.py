@@ -59,9 +59,10 @@ from tests.snapshot.helpers import (  # noqa: E402
     Writer,
     keyed_state,
     settings,
+    snapshot_tables,
     table_state,
-    wait_for,
 )
+from tests.waiting import wait_for  # noqa: E402
 
 DB = "bench_snapshot"
 TABLE = (
@@ -165,7 +166,7 @@ def run(
     first: list[float] = []  # when the first chunk was confirmed: start-up, fixed per run
 
     def finished() -> bool:
-        tables = pipeline.snapshots.progress.tables()
+        tables = snapshot_tables(pipeline)
         if not first and any(s.rows_done for s in tables):
             first.append(time.monotonic() - t0)
         return bool(tables) and all(s.done for s in tables)
@@ -173,7 +174,7 @@ def run(
     wait_for(finished, 3600, "the snapshot", every=0.02)
     seconds = time.monotonic() - t0
     own1, readers1, backends1 = cpu_seconds()
-    read = sum(s.rows_done for s in pipeline.snapshots.progress.tables())
+    read = sum(s.rows_done for s in snapshot_tables(pipeline))
     own_us = (own1 - own0) * 1e6 / read
     readers_us = (readers1 - readers0) * 1e6 / read
     cpu_us = own_us + readers_us
@@ -192,7 +193,7 @@ def run(
         reader = TopicReader(stack.kafka_bootstrap, stack.registry_url, f"{prefix}.public.{table}")
         expected = table_state(conn, table)
         t1 = time.monotonic()
-        wait_for(lambda: keyed_state(reader.read(600)) == expected, 900, "Kafka = table", 1.0)
+        wait_for(lambda: keyed_state(reader.read(600)) == expected, 900, "Kafka = table", every=1.0)
         print(
             f"  verified: Kafka's keyed state equals the table ({len(expected):,} rows, "
             f"{len(reader.records):,} records read in {time.monotonic() - t1:.0f}s)",

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
-from soak.run import run_soak, soak_environment  # noqa: E402
+from tests.soak.run import run_soak, soak_environment  # noqa: E402
 
 
 def main() -> int:

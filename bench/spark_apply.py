@@ -39,13 +39,11 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/ itself off sys.path: its profile.py would shadow the standard library's, which
-# pyspark imports (through cProfile); the sibling benches are imported as bench.<name>.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench.e2e import load_stack  # noqa: E402
+from e2e import load_stack  # noqa: E402
+
 from bridge.spark.formats import FORMATS, target_table  # noqa: E402
 from bridge.spark.jars import iceberg_catalog, spark_session  # noqa: E402
 from bridge.spark.reader import read_changes  # noqa: E402

@@ -32,13 +32,11 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/ itself off sys.path: its profile.py would shadow the standard library's, which
-# pyspark imports (through cProfile); the sibling benches are imported as bench.<name>.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench.spark_apply import jvm_cpu_seconds, start_stack  # noqa: E402
+from spark_apply import jvm_cpu_seconds, start_stack  # noqa: E402
+
 from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
 from bridge.snapshot.external import open_external_load  # noqa: E402
@@ -54,8 +52,8 @@ from tests.snapshot.helpers import (  # noqa: E402
     make_table,
     settings,
     table_state,
-    wait_for,
 )
+from tests.waiting import wait_for  # noqa: E402
 
 DB = "bench_spark_load"
 

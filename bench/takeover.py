@@ -38,13 +38,14 @@ from typing import Any
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from delivery.helpers import BridgeProcess, bridge_settings, wait_slot_active  # noqa: E402
-from delivery.kafka_io import TopicReader, create_topics  # noqa: E402
-from delivery.ledger import LEDGER_DDL, LedgerWriter  # noqa: E402
-from stack_module import load_stack_module  # noqa: E402
-from waiting import wait_for  # noqa: E402
+from tests.delivery.helpers import BridgeProcess, bridge_settings, wait_slot_active  # noqa: E402
+from tests.delivery.kafka_io import TopicReader, create_topics  # noqa: E402
+from tests.delivery.ledger import LEDGER_DDL, LedgerWriter  # noqa: E402
+from tests.stack_module import load_stack_module  # noqa: E402
+from tests.waiting import checked, wait_for  # noqa: E402
 
 GRACE_MS = 250.0
 RATE = 100.0
@@ -123,7 +124,7 @@ def _log_count(bridge: BridgeProcess, text: str) -> int:
 
 def _standing_by(bridge: BridgeProcess, before: int) -> None:
     wait_for(
-        lambda: bridge.check() or _log_count(bridge, "standing by for slot") > before,
+        checked(bridge.check, lambda: _log_count(bridge, "standing by for slot") > before),
         120,
         "a standby",
     )

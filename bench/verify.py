@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))  # bench/snapshot.py before the tests' snapshot package
 
 from snapshot import dsn, prepare, start_stack  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402
@@ -53,7 +52,8 @@ from bridge.verify import scan  # noqa: E402
 from bridge.verify.repair import repair  # noqa: E402
 from bridge.verify.run import verify  # noqa: E402
 from bridge.verify.store import ENTRY_OVERHEAD, PG_FIXED  # noqa: E402
-from tests.snapshot.helpers import settings  # noqa: E402
+from tests.snapshot.helpers import settings, snapshot_tables  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 DB = "bench_snapshot"  # bench/snapshot.py's prepare() fills it
 
@@ -368,7 +368,7 @@ def main() -> None:
         thread.start()
 
         def streamed() -> bool:
-            tables = pipeline.snapshots.progress.tables()
+            tables = snapshot_tables(pipeline)
             return bool(tables) and all(s.done for s in tables)
 
         wait_for(streamed, 3600, "the initial snapshot", every=0.5)

@@ -200,7 +200,7 @@ def test_column_include_list_excludes_the_rest() -> None:
             "column.include.list": r"public\.t\.(id|name)",
         }
     ).settings
-    (pattern,) = settings["filters"]["exclude_columns"]  # type: ignore[index]
+    (pattern,) = settings["filters"]["exclude_columns"]
     assert re.fullmatch(pattern, "public.t.secret")
     assert not re.fullmatch(pattern, "public.t.id")
 

@@ -18,10 +18,9 @@ from typing import Any
 
 import psycopg
 import pytest
+import waiting
 import yaml
 from psycopg import sql
-
-from tests import waiting
 
 pytestmark = pytest.mark.live
 

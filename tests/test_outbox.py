@@ -13,7 +13,12 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    RegisteredSchema,
+    Schema,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from delivery.helpers import bridge_settings
@@ -24,6 +29,7 @@ from bridge.config import Config, OutboxConfig, java_regex, java_replacement
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
 from bridge.errors import ConfigError, ValueConversionError
 from bridge.events.model import Change
+from bridge.kafka.registry import Registry
 from bridge.outbox import OutboxRouter
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
@@ -72,7 +78,11 @@ class _Events:
         if msg is not None and not msg.error():
             key = self._field(msg.key(), MessageField.KEY)
             value = self._field(msg.value(), MessageField.VALUE)
-            self.records.append((key, value, dict(msg.headers() or [])))
+            pairs = msg.headers() or []
+            assert isinstance(pairs, list)
+            headers = {k: v for k, v in pairs if isinstance(v, bytes)}
+            assert len(headers) == len(pairs), pairs  # bytes values, each name once
+            self.records.append((key, value, headers))
         return self.records
 
     def _field(self, raw: bytes | None, field: Any) -> Any:
@@ -140,11 +150,13 @@ def test_outbox_inserts_become_routed_events(
             ("c-1", {"c": 1}, {"id": events[1][0].encode(), "eventType": b"Moved"})
         ]
         registry = SchemaRegistryClient({"url": stack.registry_url})
-        value = json.loads(registry.get_latest_version(f"{orders.topic}-value").schema.schema_str)
+        value = json.loads(
+            registry.get_latest_version(f"{orders.topic}-value").schema.schema_str or ""
+        )
         assert value[0] == "null"
         assert value[1]["type"] == "string"
         assert value[1]["connect.name"] == "io.debezium.data.Json"
-        key = json.loads(registry.get_latest_version(f"{orders.topic}-key").schema.schema_str)
+        key = json.loads(registry.get_latest_version(f"{orders.topic}-key").schema.schema_str or "")
         assert key[0] == "null"
         assert "string" in (key[1], key[1].get("type") if isinstance(key[1], dict) else None)
         admin = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": "outbox-meta"})
@@ -196,12 +208,14 @@ def test_outbox_errors_stop_the_bridge(
     assert error in str(failure)
 
 
-class _Registry:
-    """Registers every subject as schema id 1 (the unit test below needs no registry)."""
+class _Client:
+    """A registry without subjects that gives every schema id 1 (the unit test below
+    needs no registry server)."""
 
-    strategy = "topic"
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
+        raise SchemaRegistryError(404, 40401, f"subject {subject_name!r} not found")
 
-    def register(self, subject: str, schema: Any, *, table: str) -> int:
+    def register_schema(self, subject_name: str, schema: Schema) -> int:
         return 1
 
 
@@ -242,7 +256,7 @@ def test_an_outbox_value_that_cannot_be_written_names_table_column_and_type(
         )
 
     cfg = OutboxConfig(tables=[r"public\.outboxevent"], headers={"type": "eventType"})
-    router = OutboxRouter(cfg, codec_for, _Registry(), lambda topic: None)
+    router = OutboxRouter(cfg, codec_for, Registry(_Client()), lambda topic: None)
     row = TupleData(bytes([KIND_TEXT] * len(values)), values)
     with pytest.raises(ValueConversionError) as raised:
         router.route(Change("c", _OUTBOX, "", None, row, 0, (_OUTBOX,), 0, None))

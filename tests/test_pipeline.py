@@ -44,6 +44,7 @@ from bridge.metrics import Metrics
 from bridge.pipeline import Parts, Pipeline
 from bridge.record import KafkaRecord
 from bridge.routing import Routing
+from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
 
@@ -529,8 +530,8 @@ class FakePg:
 @pytest.fixture
 def fake_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakePg]]:
     opened: list[FakePg] = []
-    monkeypatch.setattr(build.libpq, "connect", lambda *a, **k: FakePg(opened))
-    monkeypatch.setattr(build.libpq, "ReplicationConnection", lambda conn: conn)
+    monkeypatch.setattr(libpq, "connect", lambda *a, **k: FakePg(opened))
+    monkeypatch.setattr(libpq, "ReplicationConnection", lambda conn: conn)
     yield opened
 
 
@@ -540,7 +541,7 @@ def test_build_closes_what_it_opened_when_a_later_step_fails(
     def no_prerequisites(rc: Any) -> int:
         raise SourceError("test: wal_level is not logical")
 
-    monkeypatch.setattr(build.slots, "check_prerequisites", no_prerequisites)
+    monkeypatch.setattr(slots, "check_prerequisites", no_prerequisites)
     with pytest.raises(SourceError, match="wal_level"):
         build.build_pipeline(Config(source={"slot_name": "s"}))
     assert len(fake_connections) == 2  # catalog and replication

@@ -12,6 +12,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from decode.pglogical_golden import (
+    BINARY_OPTIONS,
+    BINARY_STREAM,
+    INTERNAL_STREAM,
+    TEXT_OPTIONS,
+    TEXT_STREAM,
+)
 
 from bridge.config import Config
 from bridge.decode.messages import Begin, Column, Insert, Message, Relation, Startup
@@ -24,13 +31,6 @@ from bridge.plugins import (
     node_dsn,
     open_plugin,
     with_column_types,
-)
-from tests.decode.pglogical_golden import (
-    BINARY_OPTIONS,
-    BINARY_STREAM,
-    INTERNAL_STREAM,
-    TEXT_OPTIONS,
-    TEXT_STREAM,
 )
 
 SECRET = "s3cret-pw"

@@ -27,6 +27,7 @@ from schema.live import Decoders, Received, read_topic, unique, wait_delivered
 from servers import Servers
 
 from bridge.config import Config
+from bridge.decode.messages import Relation
 from bridge.encoders import load_table_details
 from bridge.schema.catalog import row_identity
 from bridge.snapshot import catalog
@@ -121,7 +122,7 @@ def test_catalog_keys_are_the_plugins_key_columns(
     server_conn.execute("CREATE PUBLICATION pub FOR ALL TABLES WITH (publish = 'insert')")
     cfg = source_config(servers, server_db, slot_name=unique("slot"), publication_name="pub")
     source = LiveSource(cfg, tmp_path)
-    streamed = {}
+    streamed: dict[str, Relation] = {}
     try:
         server_conn.execute(
             "INSERT INTO tab_include VALUES (1, NULL); INSERT INTO ri_include VALUES (1, NULL, 1);"
@@ -260,12 +261,14 @@ def test_include_columns_are_never_key_fields(
     for name in ("tab_include", "ri_include"):
         topic = topics[name]
         assert topic.raw_key("r", a[0]) == topic.raw_key("u", a[0])  # snapshot == stream
-        assert topic.values[3]["after"]["b"] == "changed"
+        changed = topic.values[3]
+        assert changed is not None and changed["after"]["b"] == "changed"
     assert topics["pk_and_ri"].ops() == [
         ("r", {"code": "one"}), ("r", {"code": "two"}), ("u", {"code": "one"}),
         ("d", {"code": "two"}),
     ]  # fmt: skip
-    assert topics["pk_and_ri"].values[2]["after"]["id"] == 101
+    moved = topics["pk_and_ri"].values[2]
+    assert moved is not None and moved["after"]["id"] == 101
 
 
 def test_nondeterministic_collation_keys_are_the_stored_bytes(

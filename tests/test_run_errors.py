@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import psycopg
 import pytest
 
@@ -20,6 +22,6 @@ def test_a_connection_lost_in_a_catalog_query_is_a_typed_error(
         raise psycopg.OperationalError("consuming input failed: server closed the connection")
 
     monkeypatch.setattr(build, "build_pipeline", lost)
-    monkeypatch.setattr(build.signal, "signal", lambda *args: None)  # pytest keeps its own
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # pytest keeps its own
     with pytest.raises(SourceError, match="connection to PostgreSQL was lost"):
         build.run_pipeline(Config(http={"port": 0}))

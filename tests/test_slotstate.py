@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from bridge.config import Config
 from bridge.errors import SlotLostError
+from bridge.lsn import LSN
 from bridge.slotstate import (
     RECORD_EVERY_S,
     PositionRecorder,
@@ -30,10 +31,10 @@ def test_record_round_trips() -> None:
 
 def test_first_start_and_healthy_slots_pass() -> None:
     assert judge(None, SYSTEM, None) is None
-    assert judge(None, SYSTEM, SlotInfo(500, None)) is None
-    assert judge(RECORD, SYSTEM, SlotInfo(1000, None)) is None
+    assert judge(None, SYSTEM, SlotInfo(LSN(500), None)) is None
+    assert judge(RECORD, SYSTEM, SlotInfo(LSN(1000), None)) is None
     # a synchronised copy on a promoted standby may lag the record: resent, not lost
-    assert judge(RECORD, SYSTEM, SlotInfo(900, None)) is None
+    assert judge(RECORD, SYSTEM, SlotInfo(LSN(900), None)) is None
 
 
 def test_a_missing_slot_after_delivery_is_a_loss() -> None:
@@ -43,20 +44,20 @@ def test_a_missing_slot_after_delivery_is_a_loss() -> None:
 
 
 def test_a_slot_ahead_of_the_record_was_recreated() -> None:
-    loss = judge(RECORD, SYSTEM, SlotInfo(5000, None))
+    loss = judge(RECORD, SYSTEM, SlotInfo(LSN(5000), None))
     assert loss is not None and (loss.lost_from, loss.lost_to) == (1000, 5000)
     assert "0/3E8" in loss.describe() and "0/1388" in loss.describe()
 
 
 def test_an_invalidated_slot_is_a_loss_even_without_a_record() -> None:
-    loss = judge(None, SYSTEM, SlotInfo(700, "wal_removed"))
+    loss = judge(None, SYSTEM, SlotInfo(LSN(700), "wal_removed"))
     assert loss is not None and loss.lost_from == 700 and "wal_removed" in loss.what
-    loss = judge(RECORD, SYSTEM, SlotInfo(700, "wal_removed"))
+    loss = judge(RECORD, SYSTEM, SlotInfo(LSN(700), "wal_removed"))
     assert loss is not None and loss.lost_from == 1000
 
 
 def test_another_cluster_is_a_loss() -> None:
-    loss = judge(RECORD, "7400000000000000002", SlotInfo(1000, None))
+    loss = judge(RECORD, "7400000000000000002", SlotInfo(LSN(1000), None))
     assert loss is not None and SYSTEM in loss.what
 
 
@@ -151,10 +152,10 @@ def _probe_failing() -> SlotInfo | None:
 @pytest.mark.parametrize(
     ("probe", "on_lost", "expected"),
     [
-        (lambda: SlotInfo(1000, None), "fail", None),  # a healthy slot: the stream's error
+        (lambda: SlotInfo(LSN(1000), None), "fail", None),  # a healthy slot: the stream's error
         (_probe_failing, "fail", None),  # PostgreSQL gone as well: the stream's error
-        (lambda: SlotInfo(0, "wal_removed"), "fail", "delete key 's1'"),
-        (lambda: SlotInfo(0, "wal_removed"), "resnapshot", "re-reads the captured tables"),
+        (lambda: SlotInfo(LSN(0), "wal_removed"), "fail", "delete key 's1'"),
+        (lambda: SlotInfo(LSN(0), "wal_removed"), "resnapshot", "re-reads the captured tables"),
         (lambda: None, "fail", "does not exist"),
     ],
 )
@@ -180,19 +181,19 @@ BEFORE = Record(SYSTEM, 1, 1000, (), major=17, dboid=16384)
 def test_a_slot_carried_over_by_pg_upgrade_is_no_loss() -> None:
     assert Record.decode(BEFORE.encode()) == BEFORE
     after = Server(18, 16384)
-    assert carried_over(BEFORE, UPGRADED, after, SlotInfo(5000, None))
-    assert judge(BEFORE, UPGRADED, SlotInfo(5000, None), after) is None
+    assert carried_over(BEFORE, UPGRADED, after, SlotInfo(LSN(5000), None))
+    assert judge(BEFORE, UPGRADED, SlotInfo(LSN(5000), None), after) is None
 
 
 @pytest.mark.parametrize(
     ("record", "server", "slot"),
     [
-        (BEFORE, Server(17, 16384), SlotInfo(5000, None)),  # same major: another cluster
-        (BEFORE, Server(18, 16999), SlotInfo(5000, None)),  # another database (a dump)
+        (BEFORE, Server(17, 16384), SlotInfo(LSN(5000), None)),  # same major: another cluster
+        (BEFORE, Server(18, 16999), SlotInfo(LSN(5000), None)),  # another database (a dump)
         (BEFORE, Server(18, 16384), None),  # no slot: 16 and older drop them
-        (BEFORE, Server(18, 16384), SlotInfo(900, None)),  # behind what was delivered
-        (BEFORE, Server(18, 16384), SlotInfo(5000, "wal_removed")),
-        (Record(SYSTEM, 1, 1000), Server(18, 16384), SlotInfo(5000, None)),  # an older record
+        (BEFORE, Server(18, 16384), SlotInfo(LSN(900), None)),  # behind what was delivered
+        (BEFORE, Server(18, 16384), SlotInfo(LSN(5000), "wal_removed")),
+        (Record(SYSTEM, 1, 1000), Server(18, 16384), SlotInfo(LSN(5000), None)),  # an older record
     ],
 )
 def test_anything_less_than_a_pg_upgrade_is_still_a_loss(

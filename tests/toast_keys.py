@@ -63,6 +63,12 @@ class Msg(NamedTuple):
     headers: list[tuple[str, bytes]] | None
 
 
+def _bytes(value: object) -> bytes:
+    """A header's value: the bridge writes only bytes ones."""
+    assert isinstance(value, bytes), value
+    return value
+
+
 @dataclass
 class Scenario:
     cfg: Config
@@ -108,10 +114,12 @@ class TopicsReader:
         def enough() -> bool:
             msg = self._consumer.poll(0.2)
             if msg is not None and msg.error() is None:
-                found = self.records[msg.topic()]
-                found.append(
-                    Msg(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.headers())
-                )
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                raw = msg.headers()
+                assert topic is not None and partition is not None and offset is not None
+                assert raw is None or isinstance(raw, list)
+                headers = None if raw is None else [(k, _bytes(v)) for k, v in raw]
+                self.records[topic].append(Msg(partition, offset, msg.key(), msg.value(), headers))
             if not alive():
                 raise AssertionError(f"the bridge stopped while waiting for {what}")
             return all(len(self.records[t]) >= n for t, n in counts.items())

@@ -38,3 +38,14 @@ def wait_for(
             more = "" if detail is None else f" ({detail()})"
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{more}")
         time.sleep(every)
+
+
+def checked(check: Callable[[], None], probe: Callable[[], T]) -> Callable[[], T]:
+    """`probe` that calls `check` first: a process's or workload's `check()`, which raises
+    when it died, so that a wait on it fails at once rather than at its deadline."""
+
+    def checked_probe() -> T:
+        check()
+        return probe()
+
+    return checked_probe

@@ -332,7 +332,7 @@ def fetch_one(
 
 def copy_out(
     conn: psycopg.Connection[Any],
-    statement: sql.Composed,
+    statement: sql.SQL | sql.Composed,
     params: Sequence[Any],
     sink: Callable[[bytes], object],
 ) -> None:

@@ -81,15 +81,19 @@ ensure_venv() {
 }
 
 # The checks a submission must pass before its tests count: ruff's lint rules and formatting,
-# then mypy --strict over what [tool.mypy] in pyproject.toml names. Run by `test` without
-# arguments (the README's command, and .ci/run's), so CI refuses what breaks them.
+# then mypy --strict over what [tool.mypy] in pyproject.toml names (the package and the
+# tests) and, in a run of its own, over bench/ (pyproject.toml says why two runs). Run by
+# `test` without arguments (the README's command, and .ci/run's), so CI refuses what
+# breaks them.
 lint() {
     log "ruff check"
     "$VENV/bin/ruff" check --quiet .
     log "ruff format --check bridge"
     "$VENV/bin/ruff" format --check bridge
-    log "mypy"
+    log "mypy (bridge, docs/hooks, tests)"
     "$VENV/bin/python" -m mypy
+    log "mypy bench"
+    "$VENV/bin/python" -m mypy bench
 }
 
 usage() {

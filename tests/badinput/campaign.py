@@ -14,14 +14,7 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
-from bridge.decode.messages import Message, Startup
-from bridge.decode.pglogical import PglogicalDecoder, check_startup
-from bridge.decode.pgoutput import PgoutputDecoder
-from bridge.errors import ProtocolError
-from bridge.source import envelope
-from tests.badinput.harness import Recorder, Report
-from tests.badinput.mutate import Mutator
-from tests.decode.pglogical_golden import (
+from decode.pglogical_golden import (
     BINARY_OPTIONS,
     BINARY_STREAM,
     INTERNAL_OPTIONS,
@@ -29,7 +22,15 @@ from tests.decode.pglogical_golden import (
     TEXT_OPTIONS,
     TEXT_STREAM,
 )
-from tests.decode.pgoutput_golden import V1_TEXT, V2_TEXT_STREAM, V3_BINARY_ALL
+from decode.pgoutput_golden import V1_TEXT, V2_TEXT_STREAM, V3_BINARY_ALL
+
+from badinput.harness import Recorder, Report
+from badinput.mutate import Mutator
+from bridge.decode.messages import Message, Startup
+from bridge.decode.pglogical import PglogicalDecoder, check_startup
+from bridge.decode.pgoutput import PgoutputDecoder
+from bridge.errors import ProtocolError
+from bridge.source import envelope
 
 Decode = Callable[[bytes], Message]
 

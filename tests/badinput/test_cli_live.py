@@ -19,7 +19,7 @@ import pytest
 import yaml
 from psycopg import sql
 
-from tests.badinput.cli import bridge, error_line, fail_line, stack_config
+from badinput.cli import bridge, error_line, fail_line, stack_config
 
 ADVICE_CONNECT = "(check source.host/port/dbname/user/password"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.badinput.cli import bridge, error_line, invoke, write_config
+from badinput.cli import bridge, error_line, invoke, write_config
 
 COMMANDS = ["run", "check"]
 

@@ -13,11 +13,11 @@ from typing import NoReturn
 
 import pytest
 
+from badinput.campaign import Target, decoder_targets, run_decoders, run_envelope
+from badinput.harness import Recorder
+from badinput.mutate import length_fields
 from bridge.decode.pgoutput import PgoutputDecoder
 from bridge.errors import ProtocolError
-from tests.badinput.campaign import Target, decoder_targets, run_decoders, run_envelope
-from tests.badinput.harness import Recorder
-from tests.badinput.mutate import length_fields
 
 MAX_CPU_NS_PER_INPUT = 1_000_000_000  # a hang guard, not a speed check: a GC pause once took 105 ms
 

@@ -26,11 +26,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from running import running
+from schema.live import Decoders, read_topic, unique
 
+from badinput.cli import bridge, stack_config
 from bridge.config import Config
-from tests.badinput.cli import bridge, stack_config
-from tests.running import running
-from tests.schema.live import Decoders, read_topic, unique
 
 INJECTION = '"; DROP TABLE victim; --'
 BOBBY = "Robert'); --"

@@ -13,12 +13,12 @@ from decimal import Decimal
 
 import pytest
 
+from badinput.harness import Recorder
+from badinput.value_seeds import SEEDS
+from badinput.values import WRITER_ERRORS, run_values, value_sides
 from bridge.encode.columns import column_codec
 from bridge.errors import ValueConversionError
 from bridge.schema import BUILTIN_TYPES, CodecOptions, StaticCatalog
-from tests.badinput.harness import Recorder
-from tests.badinput.value_seeds import SEEDS
-from tests.badinput.values import WRITER_ERRORS, run_values, value_sides
 
 MAX_CPU_NS_PER_INPUT = 1_000_000_000  # a hang guard, not a speed check: a GC pause once took 105 ms
 CATALOG = StaticCatalog()

@@ -18,13 +18,13 @@ import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from badinput.harness import Recorder, Report
+from badinput.mutate import Mutator
+from badinput.value_seeds import SEEDS
 from bridge.encode.columns import ColumnCodec, column_codec
 from bridge.encode.records import framed_writer
 from bridge.errors import BridgeError, SchemaError, ValueConversionError
 from bridge.schema import BUILTIN_TYPES, CodecOptions, StaticCatalog
-from tests.badinput.harness import Recorder, Report
-from tests.badinput.mutate import Mutator
-from tests.badinput.value_seeds import SEEDS
 
 Converter = Callable[[bytes], object]
 
@@ -97,14 +97,13 @@ def value_sides(*, through_writer: bool) -> list[Side]:
     sides = []
     for oid, label, codec in _codecs():
         seeds = SEEDS.get(oid, [])
-        text, binary = codec.from_text, codec.from_binary
+        text: Converter = codec.from_text
+        binary: Converter = codec.from_binary
         if through_writer:
             text = _through_writer(text, codec.avro_schema, label)
-            if binary is not None:
-                binary = _through_writer(binary, codec.avro_schema, label)
+            binary = _through_writer(binary, codec.avro_schema, label)
         sides.append(Side(f"{label} text", text, tuple(t for t, _ in seeds)))
-        if binary is not None:
-            sides.append(Side(f"{label} binary", binary, tuple(bytes.fromhex(b) for _, b in seeds)))
+        sides.append(Side(f"{label} binary", binary, tuple(bytes.fromhex(b) for _, b in seeds)))
     return sides
 
 

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from running import running
 from schema.live import bridge_config, records_in, topics_named, unique, wait_delivered
-from waiting import wait_for
+from waiting import checked, wait_for
 
 from consumers.flink import FlinkSQL
 
@@ -56,7 +56,7 @@ def test_flink_debezium_avro_confluent_materialises_the_table(
         # What Flink will read must be in the topic: the 31 inserts at least. Checked on
         # its own so a missing topic fails here, saying which topics the prefix has.
         wait_for(
-            lambda: bridge.check() or records_in(cfg, topic) >= 31,
+            checked(bridge.check, lambda: records_in(cfg, topic) >= 31),
             60,
             f"the 31 inserts in topic {topic}",
             every=0.2,

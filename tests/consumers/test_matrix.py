@@ -43,7 +43,7 @@ from waiting import wait_for
 
 from consumers.connect import jdbc_sink_config
 from consumers.flink import FlinkSQL
-from tests.consumers.matrix import (
+from consumers.matrix import (
     COLUMNS,
     CONSUMERS,
     FLINK_TYPES,
@@ -101,7 +101,7 @@ def _expected(conn: psycopg.Connection[Any], col: Col, rid: int, table: str = TA
 
 def _fastavro(registry: SchemaRegistryClient, payload: bytes) -> Any:
     schema_id = _HEADER.unpack(payload[: _HEADER.size])[1]
-    schema = json.loads(registry.get_schema(schema_id).schema_str)
+    schema = json.loads(registry.get_schema(schema_id).schema_str or "")
     return fastavro.schemaless_reader(
         io.BytesIO(payload[_HEADER.size :]), fastavro.parse_schema(schema)
     )
@@ -315,7 +315,7 @@ def measured(stack: Any, spark: Any, connect_worker: Any, flink_sql: FlinkSQL) -
             with running(cfg) as bridge:
                 with conn.transaction():
                     for rid in range(ROWS):
-                        cells = sql.SQL(", ").join(
+                        literals = sql.SQL(", ").join(
                             sql.SQL("{}::{}").format(
                                 sql.Literal(c.values[rid]), sql.SQL(c.sql_type)
                             )
@@ -325,7 +325,7 @@ def measured(stack: Any, spark: Any, connect_worker: Any, flink_sql: FlinkSQL) -
                         )
                         conn.execute(
                             sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
-                                sql.Identifier(TABLE), rid, cells
+                                sql.Identifier(TABLE), rid, literals
                             )
                         )
                     for table, cols in _sink_tables():
@@ -343,12 +343,16 @@ def measured(stack: Any, spark: Any, connect_worker: Any, flink_sql: FlinkSQL) -
         ctx = SerializationContext(topic, MessageField.VALUE)
         by_consumer: dict[str, dict[int, Any]] = {c: {} for c in CONSUMERS}
         errors: dict[str, str] = {}
+
+        def by_fastavro(payload: bytes) -> Any:
+            return _fastavro(registry, payload)
+
+        def by_deserializer(payload: bytes) -> Any:
+            return deserializer(payload, ctx)
+
         for rec in received:
             assert rec.value is not None
-            for name, read in (
-                ("fastavro", lambda p: _fastavro(registry, p)),
-                ("AvroDeserializer", lambda p: deserializer(p, ctx)),
-            ):
+            for name, read in (("fastavro", by_fastavro), ("AvroDeserializer", by_deserializer)):
                 try:
                     envelope = read(rec.value)
                 except Exception as exc:  # a consumer that raises is a failed cell
@@ -356,8 +360,11 @@ def measured(stack: Any, spark: Any, connect_worker: Any, flink_sql: FlinkSQL) -
                     continue
                 after = envelope["after"]
                 by_consumer[name][after["id"]] = (after, envelope["special_values"] or {})
-        schema_id = _HEADER.unpack(received[0].value[: _HEADER.size])[1]
+        first = received[0].value
+        assert first is not None
+        schema_id = _HEADER.unpack(first[: _HEADER.size])[1]
         schema_str = registry.get_schema(schema_id).schema_str
+        assert schema_str is not None
         try:
             spark_rows = _spark_rows(spark, cfg, topic, schema_str)
             by_consumer["Spark from_avro"] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.consumers.matrix import BEGIN, END, MATRIX_FILE, TYPE_TABLE, render
+from consumers.matrix import BEGIN, END, MATRIX_FILE, TYPE_TABLE, render
 
 
 def test_type_table_is_generated_from_the_matrix() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.decode.live import LiveSource, Open, source_config
+from decode.live import LiveSource, Open, source_config
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from encode.oracle import Oracle
 from waiting import wait_for
 
 from bridge.config import Config
@@ -27,7 +28,6 @@ from bridge.schema.table import TableCodec
 from bridge.source import libpq, slots
 from bridge.source.status import StatusTracker
 from bridge.source.stream import ReplicationStream
-from tests.encode.oracle import Oracle
 
 Open = Callable[..., "LiveSource"]
 """The `open_source` fixtures: a LiveSource with these `source` settings, closed after the test."""

@@ -17,7 +17,7 @@ import pytest
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, KIND_UNCHANGED, Relation
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.source import libpq
-from tests.decode.live import Open, changes, one_transaction, table, text
+from decode.live import Open, changes, one_transaction, table, text
 
 PROTOS = [1, 2, 3]
 

@@ -26,7 +26,7 @@ from bridge.decode.messages import (
     StreamStart,
 )
 from bridge.events.model import Change, Event
-from tests.decode.live import LiveSource, Open, one_transaction, table
+from decode.live import LiveSource, Open, one_transaction, table
 
 BIG = 3000  # rows of ~60 bytes: several times logical_decoding_work_mem
 STREAMING_PROTOS = [2, 3]

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from running import running
 
 from bridge.config import Config
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Relation, Startup
@@ -23,8 +24,7 @@ from bridge.demo import consume
 from bridge.errors import SourceError
 from bridge.plugins import ensure_pglogical
 from bridge.source import libpq
-from tests.decode.live import LiveSource, Open, one_transaction, source_config, table
-from tests.running import running
+from decode.live import LiveSource, Open, one_transaction, source_config, table
 
 ITEMS = """
 CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2), at timestamptz,

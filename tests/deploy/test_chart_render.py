@@ -68,7 +68,7 @@ def test_standby_pair(helm: Helm) -> None:
     assert config["kafka"]["exactly_once"] is True
     assert config["kafka"]["bootstrap_servers"] == "kafka:9092"  # the rest as given
     # a PDB can still be turned off, and an affinity of one's own replaces the default
-    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
+    own: dict[str, Any] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
     mine = helm.template({"podDisruptionBudget": {"enabled": False}, "affinity": own}, PAIR)
     assert mine.all("PodDisruptionBudget") == [] and mine.pod["affinity"] == own
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.encode.oracle import MS
+from encode.oracle import MS
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from bridge.encode.records import ChangeEncoder, SourceBlock, TxSource
 from bridge.events.model import Change
 from bridge.record import KafkaRecord
 from bridge.schema.table import TableCodec
-from tests.encode.oracle import Oracle
+from encode.oracle import Oracle
 
 BLOCK = SourceBlock("srv", "shop", "9.9")
 TX = TxSource(BLOCK, 731, 0x1_0000_0028, 0)

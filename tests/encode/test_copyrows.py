@@ -32,7 +32,7 @@ from bridge.events.model import Change
 from bridge.record import KafkaRecord
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.support import TOPIC
+from encode.support import TOPIC
 
 RELATION = Relation(
     None, 16384, "public", "items", "d", (Column(1, "id", 20, -1), Column(0, "body", 25, -1))

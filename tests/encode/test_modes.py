@@ -19,7 +19,7 @@ from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation
 from bridge.encode.temporal import interval_iso
 from bridge.schema import CodecOptions, PgType, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.support import checked_records, envelope_of, insert, numeric_binary
+from encode.support import checked_records, envelope_of, insert, numeric_binary
 
 pytestmark = pytest.mark.usefixtures("frozen_clock")
 

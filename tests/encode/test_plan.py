@@ -37,8 +37,8 @@ from bridge.errors import BridgeError, ProtocolError, ValueConversionError
 from bridge.events.model import Change
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.oracle import Oracle
-from tests.encode.support import BLOCK, NUMERIC_NAN, TOPIC, TX, numeric_binary
+from encode.oracle import Oracle
+from encode.support import BLOCK, NUMERIC_NAN, TOPIC, TX, numeric_binary
 
 pytestmark = pytest.mark.usefixtures("frozen_clock")
 

@@ -20,7 +20,7 @@ from bridge.record import KafkaRecord
 from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.fixed import load_fixed
 from bridge.schema.table import UNAVAILABLE, TableCodec, TableDetails
-from tests.encode.support import TOPIC
+from encode.support import TOPIC
 
 KEY_ID, VALUE_ID = 7, 8
 RELATION = Relation(
@@ -197,7 +197,7 @@ def test_a_value_outside_the_avro_type_is_a_value_error() -> None:
 
 
 _SOURCE_SCHEMA = fastavro.parse_schema(load_fixed("source"))
-_names = st.text(st.characters(exclude_categories=("Cs",)), max_size=70)
+_names = st.text(st.characters(exclude_categories=["Cs"]), max_size=70)
 _longs = st.integers(-(2**63), 2**63 - 1)
 
 

@@ -43,8 +43,10 @@ def codec(rules: list[ColumnRule]) -> TableCodec:
 
 def row(table: TableCodec, kinds: bytes, values: tuple[bytes | None, ...]) -> dict[str, Any]:
     _, body = RowPlan(table).write(kinds, values)
-    schema = parse_schema(table.envelope_schema)["fields"][0]["type"][1]
-    result: dict[str, Any] = schemaless_reader(io.BytesIO(body), schema)
+    envelope = parse_schema(table.envelope_schema)
+    assert isinstance(envelope, dict)
+    result = schemaless_reader(io.BytesIO(body), envelope["fields"][0]["type"][1])
+    assert isinstance(result, dict)
     return result
 
 

@@ -21,7 +21,7 @@ import pytest
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT, Column, Relation, TupleData
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import TableCodec, TableDetails
-from tests.encode.support import (
+from encode.support import (
     NUMERIC_NAN,
     change,
     checked_records,
@@ -208,7 +208,7 @@ def test_clamped_date_in_the_key() -> None:
     t = table(CodecOptions(), key=("d",))
     row = TEXT_ROWS[0]
     (key,) = [r.key for r in checked_records(t, insert(t.relation, KIND_TEXT, row))]
-    assert key is not None
+    assert key is not None and t.key_schema is not None
     assert fastavro.schemaless_reader(io.BytesIO(key[5:]), t.key_schema) == {
         "d": dt.date(9999, 12, 31)
     }
@@ -222,10 +222,12 @@ def test_sentinel_mode_keeps_debeziums_extremes(kind: int, row: tuple[bytes, ...
     NaN stays listed (it is null in the decimal either way)."""
     t = table(CodecOptions(out_of_range="sentinel", timestamp_mode="instant"))
     (value,) = [r.value for r in checked_records(t, insert(t.relation, kind, row))]
+    assert value is not None
     raw_schema = {**t.envelope_schema}
     envelope = fastavro.schemaless_reader(
         io.BytesIO(value[5:]), fastavro.parse_schema(_no_logical(raw_schema))
     )
+    assert isinstance(envelope, dict)
     after = envelope["after"]
     assert (after["d"], after["t"], after["ts"], after["tz"]) == (
         2**31 - 1,

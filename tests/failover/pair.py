@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from delivery.helpers import bridge_settings, wait_for
+from delivery.helpers import bridge_settings
 from stack_module import load_stack_module
+from waiting import wait_for
 
 PHYSICAL_SLOT = "standby1"
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from delivery.helpers import BridgeProcess, wait_for, wait_slot_active
+from delivery.helpers import BridgeProcess, wait_slot_active
 from delivery.kafka_io import Rec, TopicReader, create_topics
 from faults.checker import Summary, print_table
+from waiting import wait_for
 
 from .pair import Pair, pair_settings
 
@@ -49,7 +50,7 @@ def _invalidate(conn: psycopg.Connection[Any], slot: str) -> None:
             (slot,),
         ).fetchone()
         assert row is not None, "slot vanished"
-        return row[0] == "lost" and row[1] == "wal_removed"
+        return bool(row[0] == "lost" and row[1] == "wal_removed")
 
     wait_for(lost, 120, f"slot {slot} to be invalidated", every=0.1)
 

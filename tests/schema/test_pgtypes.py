@@ -479,12 +479,12 @@ def test_scalar_and_array_values(catalog: PgCatalog, session: Conn, case: Case) 
     array = column_codec(types[n][0], types[n][1], catalog, case.options)
     element = column_codec(types[n][0], types[n][1], catalog, typed).type.element
     assert element is not None
-    want: list[Any] = list(expected)
+    elements: list[Any] = list(expected)
     if element.wire == Wire.DECIMAL:  # PostgreSQL's text, NaN included
-        want = [None if t is None else t.decode() for t in texts[:n]]
+        elements = [None if t is None else t.decode() for t in texts[:n]]
     elif element.wire == Wire.MONEY:  # the numeric text, not the locale's
-        want = [str(e) for e in expected]
-    _check(array, texts[n], binaries[n], [*want, None])
+        elements = [str(e) for e in expected]
+    _check(array, texts[n], binaries[n], [*elements, None])
     grid_codec = column_codec(types[n + 1][0], types[n + 1][1], catalog, case.options, ndims=2)
     as_is = "bytea_output" not in case.settings  # escape: printed as hex by the bridge
     _check_array_text(grid_codec, texts[n + 1], binaries[n + 1], as_is)

@@ -6,6 +6,7 @@ The final-state check compares the keyed state a compacting consumer would keep
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -20,6 +21,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from delivery.helpers import bridge_settings
 from running import PipelineThread
 from waiting import wait_for
+
+from bridge.pipeline import Pipeline
+from bridge.snapshot.manager import SnapshotManager
+from bridge.snapshot.progress import TableStatus
 
 # What a partition's leader answers before it is elected (a topic just created).
 _NO_LEADER_YET = {
@@ -87,7 +92,7 @@ class TopicReader:
         if not self._assigned:
             wait_for(self._assign, timeout, f"topic {self.topic}")
         ends = {
-            tp.partition: wait_for(lambda tp=tp: self._high(tp), timeout, f"{tp}'s end")[0]
+            tp.partition: wait_for(functools.partial(self._high, tp), timeout, f"{tp}'s end")[0]
             for tp in self._partitions
         }
 
@@ -143,6 +148,13 @@ class TopicReader:
         self._consumer.assign(self._partitions)
         self._assigned = True
         return True
+
+
+def values(records: list[Rec]) -> list[dict[str, Any]]:
+    """The records' values, for a topic that holds no tombstone (fails on one)."""
+    found = [r.value for r in records if r.value is not None]
+    assert len(found) == len(records), "a tombstone"
+    return found
 
 
 def keyed_state(records: list[Rec], key_field: str = "id") -> dict[Any, dict[str, Any]]:
@@ -238,3 +250,12 @@ class Writer:
                         "SET v = EXCLUDED.v, s = EXCLUDED.s",
                         (key, r.randint(0, 999), f"new {key}"),
                     )
+
+
+def snapshot_tables(pipeline: Pipeline) -> list[TableStatus]:
+    """Each table's snapshot progress. The pipeline holds its snapshots by their contract
+    (`bridge.pipeline.Snapshots`), which leaves progress out: the pipeline never reads it;
+    the one `build_pipeline` builds is a `SnapshotManager`, which keeps it."""
+    snapshots = pipeline.snapshots
+    assert isinstance(snapshots, SnapshotManager)
+    return snapshots.progress.tables()

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from decode.live import LiveSource, changes, source_config
 
 from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_CTID, METHOD_KEY, KeyColumn
-from tests.decode.live import LiveSource, changes, source_config
 
 TABLES = [
     "CREATE TABLE plain (id int PRIMARY KEY, arr text[], total numeric(10,2), "

@@ -10,7 +10,7 @@ import psycopg
 from delivery.helpers import wait_slot_active
 from waiting import wait_for
 
-from .helpers import RunBridge, TopicReader, Writer, make_table, same_state
+from .helpers import RunBridge, TopicReader, Writer, make_table, same_state, snapshot_tables
 
 SIGNAL = "public.debezium_signal"
 SIGNALLED = {"mode": "no_data", "signal_table": SIGNAL}  # streaming, snapshots on a signal
@@ -73,7 +73,7 @@ def test_incremental_snapshot_during_updates_and_deletes(
         r.value["after"]["type"] for r in topic("public.debezium_signal").read() if r.value
     )
     assert windows["snapshot-window-open"] == windows["snapshot-window-close"] > rows // 500
-    statuses = {s.table: s for s in bridge.pipeline.snapshots.progress.tables()}
+    statuses = {s.table: s for s in snapshot_tables(bridge.pipeline)}
     assert statuses["public.t"].kind == "incremental" and statuses["public.t"].done
     bridge.stop()
 

@@ -31,7 +31,7 @@ TOPIC = "p.public.t"
 class FakeChunks:
     """The chunk queries: the table's rows in key order, served `limit` at a time."""
 
-    signal = ("public", "signals")
+    signal: tuple[str, str] | None = ("public", "signals")
 
     def __init__(self, rows: list[tuple[int, str]], limit: int) -> None:
         self.rows = rows

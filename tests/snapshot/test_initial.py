@@ -11,7 +11,15 @@ from waiting import wait_for
 
 from bridge.lsn import LSN
 
-from .helpers import RunBridge, Writer, keyed_state, make_table, same_state, table_state
+from .helpers import (
+    RunBridge,
+    Writer,
+    keyed_state,
+    make_table,
+    same_state,
+    snapshot_tables,
+    table_state,
+)
 
 ROWS = 20_000
 MILLION = 1_000_000
@@ -87,7 +95,7 @@ def snapshot_while_writing(
     assert len(last) == 1
     done = pg_conn.execute("SELECT count(*), count(rows) FROM bridge.snapshot_chunk").fetchone()
     assert done is not None and done[0] == done[1]
-    statuses = {s.table: s for s in bridge.pipeline.snapshots.progress.tables()}
+    statuses = {s.table: s for s in snapshot_tables(bridge.pipeline)}
     assert statuses["public.t"].done and statuses["public.t"].rows_done == len(snapshot)
     bridge.stop()
     assert keyed_state(reader.read()) == table_state(pg_conn, "t")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -32,7 +33,7 @@ def _initial_run(conn: psycopg.Connection[Any]) -> tuple[str, LSN] | None:
 
 
 @pytest.fixture
-def reader(pg_conn: psycopg.Connection[Any], topic: Any) -> TopicReader:
+def reader(pg_conn: psycopg.Connection[Any], topic: Callable[[str], TopicReader]) -> TopicReader:
     """Table t of ROWS rows, and a reader of its topic."""
     make_table(pg_conn, "t", ROWS)
     return topic("public.t")

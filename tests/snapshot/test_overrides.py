@@ -15,7 +15,7 @@ from waiting import wait_for
 
 from bridge.config import Config
 from bridge.errors import ConfigError
-from snapshot.helpers import TopicReader
+from snapshot.helpers import TopicReader, values
 
 
 def _settings(stack: Any, pg_db: str, slot: str, pub: str, prefix: str, tmp: Path) -> Any:
@@ -62,13 +62,13 @@ def test_the_initial_snapshot_reads_only_the_chosen_rows(
             )
             bridge.check()
             events = readers["events"].read(60)
-        orders = readers["orders"].records
-        snapshot_ids = sorted(r.value["after"]["id"] for r in orders if r.value["op"] == "r")
+        orders = values(readers["orders"].records)
+        snapshot_ids = sorted(v["after"]["id"] for v in orders if v["op"] == "r")
         assert snapshot_ids == [g for g in range(11, 51) if g % 3 == 0]
-        assert [r.value["after"]["id"] for r in orders if r.value["op"] == "c"] == [100]
-        got = sorted((r.value["after"]["device"], r.value["after"]["v"]) for r in events)
+        assert [v["after"]["id"] for v in orders if v["op"] == "c"] == [100]
+        got = sorted((v["after"]["device"], v["after"]["v"]) for v in values(events))
         assert got == sorted((g % 5, g) for g in range(1, 41) if g % 5 in (1, 2))
-        assert all(r.value["op"] == "r" for r in events)
+        assert all(v["op"] == "r" for v in values(events))
     finally:
         for reader in readers.values():
             reader.close()

@@ -8,13 +8,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from decode.live import LiveSource, changes, source_config
 
 from bridge.decode.messages import KIND_BINARY, KIND_TEXT
 from bridge.encode.copyrows import binary_start, read_binary_row, read_text_row, text_lines
 from bridge.snapshot import catalog, reader
 from bridge.snapshot.chunks import Chunk
 from bridge.source import libpq
-from tests.decode.live import LiveSource, changes, source_config
 
 COLUMNS = (
     "id int PRIMARY KEY, b bool, i8 bigint, f8 float8, f4 real, n numeric(12,3), "

@@ -301,7 +301,7 @@ def test_dblog_a_consumer_holds_the_table_once_the_window_closed(
         apply(at_read, changes)
     machine = running("public.t")
     machine.open(Window("public.t", OID, "t", sorted(at_read.items()), ("9",), watermarks=IDS))
-    state, consumer = dict(table), {}
+    state, consumer = dict(table), dict[bytes, bytes]()
     closed = False
     for i in range(len(txs) + 1):
         lsn = 10 * i

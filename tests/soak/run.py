@@ -231,31 +231,32 @@ def run_soak(
     chaos = nemesis.Nemesis(target, plan)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            wait_for(
-                lambda: (
-                    bridge.check()
-                    or conn.execute(
-                        "SELECT count(*) FROM pg_stat_replication r JOIN pg_replication_slots s "
-                        "ON s.active_pid = r.pid WHERE s.slot_name = %s AND r.state IN "
-                        "('catchup', 'streaming')",
-                        (slot,),
-                    ).fetchone()[0]
-                ),  # type: ignore[index]
-                120,
-                "the bridge to stream the slot",
-            )
+
+            def streaming() -> bool:
+                bridge.check()
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_replication r JOIN pg_replication_slots s "
+                    "ON s.active_pid = r.pid WHERE s.slot_name = %s AND r.state IN "
+                    "('catchup', 'streaming')",
+                    (slot,),
+                ).fetchone()
+                return row is not None and row[0] > 0
+
+            wait_for(streaming, 120, "the bridge to stream the slot")
         writers = workload.start_writers(dsn, seed)
 
         def healthy() -> None:
+            """Raises a writer's error, or the bridge's if it died."""
             for writer in writers:
                 if writer.error is not None:
                     raise writer.error
+            bridge.check()
 
         reader.read_until(
             lambda recs: len(recs) >= 200,
             120,
             "the first records",
-            lambda: healthy() or bridge.check(),
+            healthy,
         )
         chaos.start()
         chaos.join(duration_s + 600)

@@ -47,7 +47,7 @@ def make(interval: float = 10.0) -> tuple[ReplicationStream, FakeConn, list[floa
     clock = [0.0]
     conn = FakeConn(clock)
     stream = ReplicationStream(
-        conn,  # type: ignore[arg-type]
+        conn,
         StatusTracker(interval),
         clock=lambda: clock[0],
         wall_us=lambda: 946_684_800_000_000,

@@ -159,8 +159,13 @@ class TableFeed:
 
     def send(self, records: Sequence[KafkaRecord]) -> None:
         for record in records:
-            extra = {} if record.headers is None else {"headers": record.headers}
-            self.producer.produce(record.topic, key=record.key, value=record.value, **extra)
+            if record.headers is None:
+                self.producer.produce(record.topic, key=record.key, value=record.value)
+            else:
+                headers: list[tuple[str, str | bytes | None]] = list(record.headers)
+                self.producer.produce(
+                    record.topic, key=record.key, value=record.value, headers=headers
+                )
             self.produced.append(record)
 
     def flush(self) -> None:

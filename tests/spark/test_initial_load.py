@@ -201,13 +201,13 @@ def test_load_hands_over_to_the_stream(
 
     # Applying the whole topic again changes nothing: every change is at or below a row's
     # position already.
-    before = lake.commits(items_path)
+    commits = lake.commits(items_path)
     apply_batch(
         read_changes(spark, [items], kafka_options=kafka, registry_url=stack.registry_url),
         items_path,
         ["id"],
     )
-    lake.unchanged_since(items_path, before)
+    lake.unchanged_since(items_path, commits)
     _same_as_table(lake, items_path, pg_conn)
 
     apply_batch(

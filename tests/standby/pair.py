@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from delivery.helpers import BridgeProcess
-from waiting import wait_for
+from waiting import checked, wait_for
 
 LEASE_TIMEOUT_S = 3.0  # short, so a frozen or cut-off active loses its lease quickly
 
@@ -37,7 +37,7 @@ def standbys(bridge: BridgeProcess) -> int:
 def wait_standing_by(bridge: BridgeProcess, before: int, timeout: float = 60.0) -> None:
     """Wait until `bridge` (started) stands by for the `before + 1`-th time."""
     wait_for(
-        lambda: bridge.check() or standbys(bridge) > before,
+        checked(bridge.check, lambda: standbys(bridge) > before),
         timeout,
         "the bridge to stand by",
         detail=bridge.log,
@@ -47,7 +47,7 @@ def wait_standing_by(bridge: BridgeProcess, before: int, timeout: float = 60.0) 
 def wait_taking_over(bridge: BridgeProcess, before: int, timeout: float = 60.0) -> None:
     """Wait until `bridge` got the lease once more than `before` times."""
     wait_for(
-        lambda: bridge.check() or takeovers(bridge) > before,
+        checked(bridge.check, lambda: takeovers(bridge) > before),
         timeout,
         "the standby to take over",
         detail=lambda: bridge.log()[-2000:],

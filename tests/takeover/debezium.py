@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_bench_module(name: str) -> Any:
-    """bench/<name>.py by its path: bench/ itself stays off sys.path, where its profile.py
-    would shadow the standard library's (pyspark imports cProfile, which imports profile)."""
+    """bench/<name>.py by its path: bench/ itself stays off the tests' sys.path, where its
+    scripts (decode.py, encode.py, snapshot.py, ...) would shadow the tests' packages."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

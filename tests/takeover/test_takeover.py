@@ -28,7 +28,7 @@ import psycopg
 import requests
 from running import running
 from snapshot.helpers import Rec, TopicReader
-from waiting import wait_for
+from waiting import checked, wait_for
 
 from bridge.config import Config
 from bridge.debezium_import import import_connector, read_connector_file
@@ -188,7 +188,9 @@ def test_the_bridge_takes_over_from_debezium(
     versions_before = _subjects(stack.registry_url, topics)
     assert all(v == [1] for v in versions_before.values()), versions_before
     at_stop = workload.done
-    wait_for(lambda: workload.check() or workload.done >= at_stop + 100, 60, "changes meanwhile")
+    wait_for(
+        checked(workload.check, lambda: workload.done >= at_stop + 100), 60, "changes meanwhile"
+    )
 
     imported = import_connector(read_connector_file(debezium.connector), stack.kafka_bootstrap)
     settings = imported.settings
@@ -198,11 +200,13 @@ def test_the_bridge_takes_over_from_debezium(
     settings["pipeline"] = {**settings["pipeline"], "spill_dir": str(tmp_path / "spill")}
     with running(Config.model_validate(settings)) as bridge:
         at_start = workload.done
-        wait_for(
-            lambda: workload.check() or bridge.check() or workload.done >= at_start + 200,
-            120,
-            "the workload going on under the bridge",
-        )
+
+        def going_on() -> bool:
+            workload.check()
+            bridge.check()
+            return workload.done >= at_start + 200
+
+        wait_for(going_on, 120, "the workload going on under the bridge")
         workload.stop()
         final_items = {
             (row[0],): row[1:] for row in pg_conn.execute("SELECT id, n, note FROM items")

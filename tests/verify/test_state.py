@@ -128,7 +128,9 @@ class Topic:
             "op": op,
             "unchanged_fields": unchanged,
         }
-        headers = None if old_key is None else [("__debezium.oldkey", key(old_key))]
+        headers: list[tuple[str, bytes | None]] | None = (
+            None if old_key is None else [("__debezium.oldkey", key(old_key))]
+        )
         self.offset += 1
         self.state.fold(0, self.offset, None if i is None else key(i), framed(schema, env), headers)
 

@@ -1,6 +1,6 @@
 """Where the bridge's CPU goes: py-spy sampling `python -m bridge run` as it drains a backlog.
 
-    python bench/profile.py [--rows 300000] [--txn-rows 100000] [--top 25] [--raw PATH]
+    python bench/profile_stream.py [--rows 300000] [--txn-rows 100000] [--top 25] [--raw PATH]
 
 On the local stack (started and stopped here): the compare table of bench/compare.py,
 a bridge run once to create its slot and stopped, `--rows` rows committed in
