@@ -217,6 +217,41 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# Modules that decide without doing I/O (unit-tested without servers): the decoders, the
+# change events, the type mapping, the encoders, when to send a status update, and the
+# incremental snapshot's window state machine (its I/O shell is snapshot/incremental.py).
+PURE = ("bridge.decode", "bridge.events", "bridge.schema", "bridge.encode")
+PURE_MODULES = {"bridge.source.status", "bridge.snapshot.windows"}
+# what talks to a server, a socket or another process (or thread)
+IO_LIBRARIES = {
+    "confluent_kafka",
+    "multiprocessing",
+    "psycopg",
+    "select",
+    "selectors",
+    "socket",
+    "subprocess",
+    "threading",
+}
+
+
+def test_pure_modules_import_no_io() -> None:
+    """By their own imports: a pure module may still name a type from an I/O module of the
+    bridge (windows.py takes `chunks.Bound`), but it calls no client, socket or process."""
+    wrong = []
+    for module, path in modules().items():
+        if module in PURE_MODULES or module.startswith(tuple(p + "." for p in PURE)):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                else:
+                    continue
+                wrong += [f"{module} imports {n}" for n in names if n.split(".")[0] in IO_LIBRARIES]
+    assert not wrong, "I/O in a pure module:\n" + "\n".join(wrong)
+
+
 def test_the_checker_sees_a_violation() -> None:
     """The rule itself: upward, sideways into spark, and base importing up are refused."""
     assert allowed("bridge.events.assembler", "bridge.decode.messages")
