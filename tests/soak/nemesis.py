@@ -95,10 +95,11 @@ class Nemesis:
         self._locks = {group: threading.Lock() for group, _ in KINDS.values()}
         self._threads: list[threading.Thread] = []
         self._t0 = 0.0
+        self.t0_ms = 0.0  # the timeline's zero on the wall clock
         self._mutex = threading.Lock()
 
     def start(self) -> Nemesis:
-        self._t0 = time.monotonic()
+        self._t0, self.t0_ms = time.monotonic(), time.time() * 1000
         for planned in self.plan:
             thread = threading.Thread(target=self._run, args=(planned,), daemon=True)
             thread.start()

@@ -17,7 +17,7 @@ latest TRUNCATE is gone.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -25,6 +25,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from waiting import wait_for
+
+from bridge.lsn import LSN
 
 from .workload import key_text
 
@@ -169,10 +171,63 @@ def rebuild(records: Sequence[SoakRec]) -> dict[str, dict[str, int]]:
     return state
 
 
-def state_mismatches(kafka: dict[str, dict[str, int]], postgres: dict[str, dict[str, int]]) -> int:
+class Mismatch(NamedTuple):
+    """A key whose rebuilt version differs from PostgreSQL's (None: the key is absent)."""
+
+    table: str
+    key: str
+    kafka: int | None
+    postgres: int | None
+
+
+def state_mismatches(
+    kafka: dict[str, dict[str, int]], postgres: dict[str, dict[str, int]]
+) -> list[Mismatch]:
     """Keys whose rebuilt version differs from PostgreSQL's (missing, extra or older)."""
-    bad = 0
-    for table in postgres.keys() | kafka.keys():
+    bad: list[Mismatch] = []
+    for table in sorted(postgres.keys() | kafka.keys()):
         mine, theirs = kafka.get(table, {}), postgres.get(table, {})
-        bad += sum(mine.get(k) != theirs.get(k) for k in mine.keys() | theirs.keys())
+        for k in sorted(mine.keys() | theirs.keys()):
+            if mine.get(k) != theirs.get(k):
+                bad.append(Mismatch(table, k, mine.get(k), theirs.get(k)))
     return bad
+
+
+def print_mismatches(
+    mismatches: Sequence[Mismatch],
+    records: Sequence[SoakRec],
+    history: Callable[[str, str], Sequence[tuple[int, str, int]]],
+    t0_ms: float,
+    limit: int = 5,
+) -> None:
+    """What a mismatch is diagnosed from, in the log alone: per key (the first `limit`)
+    PostgreSQL's history of it (soak_log's v, op and xid in the order logged: one writer
+    per key), then every Kafka record of it and its table's TRUNCATEs in partition order,
+    with offset, append time (seconds on the fault timeline's clock), commit LSN and
+    whether it repeats an earlier record's change."""
+    for m in mismatches[:limit]:
+        print(
+            f"\nrebuilt-state mismatch {m.table} key {m.key}: "
+            f"Kafka rebuilds v={m.kafka}, PostgreSQL has v={m.postgres}"
+        )
+        print(
+            "  PostgreSQL (soak_log, as logged): "
+            + ", ".join(f"{op}{v} (xid {xid})" for v, op, xid in history(m.table, m.key))
+        )
+        seen: set[Identity] = set()
+        mine = [
+            r
+            for r in sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
+            if r.table == m.table and (r.key == m.key or r.op == "t")
+        ]
+        for r in mine:
+            again = r.ident is not None and r.ident in seen
+            if r.ident is not None:
+                seen.add(r.ident)
+            what = "tombstone" if not r.op else f"{r.op} v={r.v}" if r.op != "t" else "TRUNCATE"
+            print(
+                f"  {r.topic}[{r.partition}]@{r.offset:<8} t={(r.append_ms - t0_ms) / 1000:7.2f}s "
+                f"commit {LSN(r.commit_lsn)!s:>12} {what}{'  (repeat)' if again else ''}"
+            )
+    if len(mismatches) > limit:
+        print(f"\n... and {len(mismatches) - limit} more mismatched keys")

@@ -110,25 +110,33 @@ class Report(NamedTuple):
 
 
 class Supervisor:
-    """Keeps a bridge running: starts it again whenever it exited; samples its RSS."""
+    """Keeps a bridge running: starts it again whenever it exited; samples its RSS.
+    `runs` is [start, exit seen] per run in wall-clock ms (exit None: still running)."""
 
     def __init__(self, bridge: BridgeProcess) -> None:
         self.bridge = bridge
         self.max_rss = 0
+        self.runs: list[list[float | None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-supervisor", daemon=True)
 
     def start(self) -> Supervisor:
-        self.bridge.start()
+        self._start_bridge()
         self._thread.start()
         return self
+
+    def _start_bridge(self) -> None:
+        self.bridge.start()
+        self.runs.append([time.time() * 1000, None])
 
     def _run(self) -> None:
         while not self._stop.wait(0.25):
             if not self.bridge.alive():
+                if self.runs[-1][1] is None:
+                    self.runs[-1][1] = time.time() * 1000
                 self._stop.wait(0.5)  # a restart, not a spin, while a fault lasts
                 if not self._stop.is_set():
-                    self.bridge.start()
+                    self._start_bridge()
             elif (rss := nemesis.rss_bytes(self.bridge.pid)) is not None:
                 self.max_rss = max(self.max_rss, rss)
 
@@ -282,6 +290,7 @@ def run_soak(
         monitor.stop()
         reader.close()
     chaos.print_timeline(seed)
+    _dump(env.workdir / f"records-{seed}.tsv", reader.records, chaos.t0_ms)
     faults = [
         Fault(h.t_ms, _acked_around(monitor, h.t_ms), h.kind)
         for h in sorted(chaos.timeline, key=lambda h: h.t_ms)
@@ -298,6 +307,14 @@ def run_soak(
     mismatches = oracle.state_mismatches(
         oracle.rebuild(reader.records), workload.table_state(pair.primary.dsn(db))
     )
+    if mismatches:
+        _print_runs(supervisor, chaos.t0_ms)
+        oracle.print_mismatches(
+            mismatches,
+            reader.records,
+            lambda table, key: workload.key_history(pair.primary.dsn(db), table, key),
+            chaos.t0_ms,
+        )
     by_kind: dict[str, int] = {}
     for h in chaos.timeline:
         by_kind[h.kind] = by_kind.get(h.kind, 0) + 1
@@ -310,7 +327,7 @@ def run_soak(
         exactly_once,
         duration_s,
         summary,
-        mismatches,
+        len(mismatches),
         by_kind,
         bridge.runs,
         supervisor.max_rss / 2**20,
@@ -318,6 +335,28 @@ def run_soak(
         _max_stall_s(monitor),
         len(reader.records),
     )
+
+
+def _dump(path: Path, records: list[oracle.SoakRec], t0_ms: float) -> None:
+    """Every record as read, one line each (t: append time on the timeline's clock), kept in
+    the run's directory for a diagnosis the printed verdict does not settle."""
+    with path.open("w") as out:
+        out.write("topic\tpartition\toffset\tt\tcommit_lsn\ttable\tkey\tv\top\n")
+        for r in records:
+            t = (r.append_ms - t0_ms) / 1000
+            out.write(
+                f"{r.topic}\t{r.partition}\t{r.offset}\t{t:.3f}\t{r.commit_lsn}\t{r.table}\t"
+                f"{r.key}\t{r.v}\t{r.op}\n"
+            )
+
+
+def _print_runs(supervisor: Supervisor, t0_ms: float) -> None:
+    """The bridge's runs on the fault timeline's clock: which run a record came from."""
+    print("\nbridge runs (s on the fault timeline's clock; exit: when the supervisor saw it)")
+    for n, (start, end) in enumerate(supervisor.runs):
+        assert start is not None
+        gone = "still running" if end is None else f"exit {(end - t0_ms) / 1000:7.2f}"
+        print(f"  run {n}: start {(start - t0_ms) / 1000:7.2f}  {gone}")
 
 
 def _acked_around(monitor: SlotMonitor, t_ms: float) -> Any:

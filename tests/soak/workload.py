@@ -78,6 +78,17 @@ def table_state(dsn: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def key_history(dsn: str, table: str, key: str) -> list[tuple[int, str, int]]:
+    """A key's changes in soak_log, as (v, op, xid) in the order logged (one writer per
+    key: commit order)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT v, op, xid FROM soak_log WHERE tbl = %s AND k = %s ORDER BY id",
+            (table, key),
+        ).fetchall()
+    return [(int(v), op, int(xid)) for v, op, xid in rows]
+
+
 class _Tx:
     """One transaction's changes and their soak_log rows."""
 
