@@ -45,6 +45,7 @@ from bridge.source import libpq
 log: Final = logging.getLogger("bridge.standby")
 POLL_S: Final = 0.2  # a standby asks for the lease this often (one cheap query)
 RETRY_MAX_S: Final = 5.0  # backoff cap while the source cannot be reached
+REPEAT_TERMINATE_S: Final = 1.0  # a walsender that outlives its termination is ended again
 
 
 class LeaseLostError(BridgeError):
@@ -123,33 +124,83 @@ class Lease:
             self._stop.wait(POLL_S)
         return False
 
-    def evict_stale_walsender(self) -> int | None:
-        """End the walsender still streaming the slot for the previous holder; its pid.
+    def evict_stale_walsender(self, should_stop: Callable[[], bool], timeout_s: float) -> None:
+        """End the walsender still streaming the slot for the previous holder and wait until
+        the slot is free, at most `timeout_s` (SourceError) or until `should_stop()`.
 
         Only the lease holder streams, so that walsender serves a bridge that lost the
         lease (dead, frozen or cut off) and would otherwise hold the slot until the server's
-        wal_sender_timeout."""
-        conn = self._connect()
-        row = conn.execute(
-            "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s AND active",
-            (self.slot,),
-        ).fetchone()
-        if row is None or row[0] is None:
-            return None
-        pid = int(row[0])
+        wal_sender_timeout. One `pg_terminate_backend` is not always enough: a walsender
+        whose client stopped reading (cut off, frozen) with its socket's send buffer full
+        takes the signal, then blocks sending its "terminating connection" error to that
+        client (wait event ClientWrite), with no deadline but TCP's own (minutes); only a
+        second signal, taken during that blocked write, makes it exit without sending. So
+        while the slot stays active it is ended again, every `REPEAT_TERMINATE_S`.
+        Every query here renews the lease (its session is not idle)."""
+        pid = self._slot_holder()
+        if pid is None:
+            return
+        deadline = self._clock() + timeout_s
+        signalled: dict[int, int] = {}  # pid: how many times it was ended
+        last_signal = float("-inf")
+        while pid is not None:
+            if pid not in signalled or self._clock() - last_signal >= REPEAT_TERMINATE_S:
+                if not self._terminate(pid, signalled.get(pid, 0)):
+                    return
+                signalled[pid] = signalled.get(pid, 0) + 1
+                last_signal = self._clock()
+            if self._clock() >= deadline:
+                raise SourceError(
+                    f"replication slot {self.slot!r} stayed active in walsender {pid} for "
+                    f"{timeout_s:.0f}s after it was ended",
+                    hint=f"look at pid {pid} in pg_stat_activity on the server (a process "
+                    "stuck in the kernel?), or raise source.slot_busy_timeout_s",
+                )
+            self._stop.wait(POLL_S)
+            if should_stop():
+                return
+            pid = self._slot_holder()
+
+    def _slot_holder(self) -> int | None:
+        """The pid of the walsender streaming the slot now, or None (a renewal too)."""
+        sent = self._clock()
+        row = (
+            self._connect()
+            .execute(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s AND active",
+                (self.slot,),
+            )
+            .fetchone()
+        )
+        self._renewed = sent
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _terminate(self, pid: int, times: int) -> bool:
+        """Signal walsender `pid` to end (logged the first and second time, `times` before
+        this one); False if this role may not."""
         try:
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            self._connect().execute("SELECT pg_terminate_backend(%s)", (pid,))
         except psycopg.errors.InsufficientPrivilege:
             log.warning(
                 "cannot end walsender %d still streaming slot %s (not allowed); waiting for it",
                 pid,
                 self.slot,
             )
-            return None
-        log.info(
-            "ended walsender %d, left streaming slot %s by the previous holder", pid, self.slot
-        )
-        return pid
+            return False
+        if times == 1:
+            log.info(
+                "walsender %d still holds slot %s after it was ended (stuck sending to its "
+                "unreachable client): ending it again",
+                pid,
+                self.slot,
+            )
+        elif times == 0:
+            log.info(
+                "ended walsender %d, left streaming slot %s by the previous holder",
+                pid,
+                self.slot,
+            )
+        return True
 
     def keep(self) -> None:
         """Renew the lease on a daemon thread until `close`, while `healthy()` holds."""
@@ -275,9 +326,15 @@ def stand_by(cfg: Config, metrics: Metrics, should_stop: Callable[[], bool]) -> 
     finally:
         warm.close()
     try:
-        lease.evict_stale_walsender()
+        lease.evict_stale_walsender(should_stop, cfg.source.slot_busy_timeout_s)
     except psycopg.Error as exc:  # START_REPLICATION waits for a busy slot anyway
         log.warning("cannot look for a walsender left streaming slot %s: %s", lease.slot, exc)
+    except BaseException:
+        lease.close()
+        raise
+    if should_stop():
+        lease.close()
+        return None
     lease.keep()
     metrics.role = "active"
     metrics.takeovers += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.exposition import generate_latest
 
+from bridge import standby
 from bridge.config import Config, SourceConfig
 from bridge.errors import BridgeError
 from bridge.metrics import Metrics, collector_registry
@@ -95,3 +96,76 @@ def test_readiness_and_metrics_tell_standby_from_active() -> None:
     assert m.ready() == (True, "active: ok")
     text = generate_latest(collector_registry(m)).decode()
     assert "bridge_active 1.0" in text and "bridge_takeovers_total 1.0" in text
+
+
+class SlotServer:
+    """The lease's connection, faked: the slot's active_pid answers from `holders`, one per
+    look (the last one repeats), and every pg_terminate_backend is recorded; each query
+    moves `clock` on by `step`."""
+
+    def __init__(self, holders: list[int | None], clock: Clock, step: float = 0.1) -> None:
+        self.holders, self.clock, self.step = holders, clock, step
+        self.terminated: list[int] = []
+        self._row: tuple[object] | None = None
+
+    def execute(self, query: str, params: tuple[object, ...]) -> SlotServer:
+        self.clock.now += self.step
+        if "pg_terminate_backend" in query:
+            pid = params[0]
+            assert isinstance(pid, int)
+            self.terminated.append(pid)
+            self._row = (True,)
+        else:
+            holder = self.holders.pop(0) if len(self.holders) > 1 else self.holders[0]
+            self._row = None if holder is None else (holder,)
+        return self
+
+    def fetchone(self) -> tuple[object] | None:
+        return self._row
+
+
+@pytest.fixture(autouse=True)
+def _quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(standby, "POLL_S", 0.001)  # the fake clock moves per query
+
+
+def _lease_on(server: SlotServer, clock: Clock) -> Lease:
+    lease = Lease(SourceConfig(slot_name="s"), timeout_s=3.0, clock=clock)
+    lease._conn = server  # type: ignore[assignment]
+    return lease
+
+
+def test_a_walsender_that_outlives_its_termination_is_ended_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stuck sending its termination error to a client that is gone, the walsender only
+    exits at the second signal; the lease holder waits for the slot to be free."""
+    clock = Clock()
+    server = SlotServer([7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, None], clock)
+    lease = _lease_on(server, clock)
+    with caplog.at_level("INFO", logger="bridge.standby"):
+        lease.evict_stale_walsender(lambda: False, timeout_s=30.0)
+    assert server.holders == [None]  # it looked until the slot was free
+    assert server.terminated == [7, 7]  # at once, then a second later (12 looks of 0.1s)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "ended walsender 7, left streaming slot s by the previous holder",
+        "walsender 7 still holds slot s after it was ended (stuck sending to its unreachable "
+        "client): ending it again",
+    ]
+    assert lease.valid()  # each look renewed the lease
+
+
+def test_a_free_slot_needs_no_termination() -> None:
+    clock = Clock()
+    server = SlotServer([None], clock)
+    _lease_on(server, clock).evict_stale_walsender(lambda: False, timeout_s=30.0)
+    assert server.terminated == []
+
+
+def test_a_slot_that_stays_active_ends_the_takeover_with_a_clear_error() -> None:
+    clock = Clock()
+    server = SlotServer([7], clock, step=1.0)
+    with pytest.raises(BridgeError, match="stayed active in walsender 7 for 3s after it was"):
+        _lease_on(server, clock).evict_stale_walsender(lambda: False, timeout_s=3.0)
+    assert server.terminated and set(server.terminated) == {7}

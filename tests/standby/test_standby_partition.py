@@ -9,6 +9,9 @@ which no cut touches. The servers are this module's stack, listening on those li
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
 import time
 from typing import Any
 
@@ -19,6 +22,11 @@ from delivery.ledger import LedgerStreamFactory, stop_bridge
 from faults.checker import Fault, assert_clean, check
 from faults.harness import drain
 from faults.netns import Netns
+from waiting import wait_for
+
+from bridge.config import SourceConfig
+from bridge.metrics import Metrics
+from bridge.standby import Lease
 
 from .pair import pair_settings, wait_standing_by, wait_taking_over
 from .test_standby import _more_records, _no_traceback
@@ -74,3 +82,69 @@ def test_active_cut_off_from_postgres_is_replaced_and_fenced(
     _no_traceback(new)
     summary = check("standby: active cut off", rows, stream.reader.records, [fault], True)
     assert_clean(summary)
+
+
+def test_a_walsender_stuck_on_its_cut_off_client_is_ended(
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    settings: dict[str, Any],
+    stack: Any,
+    bridge_netns: Netns,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What the takeover above meets when the old active was cut off with a full socket:
+    its walsender takes the first pg_terminate_backend, then blocks sending its
+    "terminating connection" error to the unreachable client (ClientWrite) and keeps the
+    slot until TCP gives up (minutes). The new lease holder ends it again until the slot
+    is free. The client here is pg_recvlogical in the namespace, the cut is the link's."""
+    slot = f"{slot_name}_stuck"
+    pg_conn.execute("CREATE TABLE stuck_rows (v text)")
+    pg_conn.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
+    client = psycopg.conninfo.make_conninfo(
+        host=stack.pg_host,
+        port=stack.pg_port,
+        user=stack.pg_user,
+        dbname=settings["source"]["dbname"],
+    )
+    recvlogical = [str(stack.postgres.bin_dir / "pg_recvlogical"), "-d", client, "--slot", slot]
+    recv = subprocess.Popen(
+        [*bridge_netns.exec_prefix, *recvlogical, "--start", "-f", "/dev/null"],
+        env={**os.environ, "PGPASSWORD": stack.pg_password},
+    )
+    try:
+        wait_for(lambda: _slot_holder(pg_conn, slot) is not None, 30, "pg_recvlogical streaming")
+        walsender = _slot_holder(pg_conn, slot)
+        bridge_netns.cut("postgres")
+        try:
+
+            def blocked_on_client() -> bool:  # its socket's send buffer is full
+                pg_conn.execute(
+                    "INSERT INTO stuck_rows SELECT repeat('x', 500) FROM generate_series(1, 2000)"
+                )
+                row = pg_conn.execute(
+                    "SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (walsender,)
+                ).fetchone()
+                return row is not None and row[0] == "WalSenderWriteData"
+
+            wait_for(blocked_on_client, 60, "the walsender blocked on its cut-off client")
+            lease = Lease(SourceConfig(**{**settings["source"], "slot_name": slot}), 3.0)
+            try:
+                assert lease.acquire(lambda: False, Metrics())
+                with caplog.at_level(logging.INFO, logger="bridge.standby"):
+                    lease.evict_stale_walsender(lambda: False, 30.0)
+            finally:
+                lease.close()
+            assert _slot_holder(pg_conn, slot) is None
+            assert "ending it again" in caplog.text, "the first termination was enough"
+        finally:
+            bridge_netns.restore("postgres")
+    finally:
+        recv.kill()
+        recv.wait(10)
+
+
+def _slot_holder(conn: psycopg.Connection[Any], slot: str) -> int | None:
+    row = conn.execute(
+        "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    ).fetchone()
+    return None if row is None else row[0]
