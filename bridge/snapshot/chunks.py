@@ -37,7 +37,8 @@ class Chunk(NamedTuple):
 
 
 def raw(text: str) -> sql.SQL:
-    """A trusted SQL fragment (catalog text, operator input) in a query that has parameters."""
+    """A trusted SQL fragment (catalog text, operator input) in a query run with parameters
+    (a list, empty or not: psycopg reads `%%` as `%` only then)."""
     return sql.SQL(text.replace("%", "%%"))
 
 
@@ -83,7 +84,7 @@ def with_overrides(
         probe = sql.SQL("SELECT {} FROM {} LIMIT 0").format(table.select_list(), from_item(table))
         try:
             with conn.transaction():
-                conn.execute(probe)
+                conn.execute(probe, [])  # [] not None: raw()'s %% read as %
         except psycopg.Error as exc:
             setting = "row_filters" if name in row_filters else "select_overrides"
             raise ConfigError(
