@@ -76,6 +76,9 @@ class SnapshotTable(NamedTuple):
     # The SELECT an initial snapshot reads the table through (snapshot.select_overrides,
     # snapshot.row_filters); its chunk queries select from it as from the table.
     select_override: str | None = None
+    # Read FROM ONLY: a plain table's inheritance children are tables of their own, whose
+    # rows PostgreSQL never sends as the parent's (a partitioned root reads its partitions).
+    only: bool = False
 
     @property
     def label(self) -> str:
@@ -201,5 +204,11 @@ def describe_table(
     else:
         method = METHOD_CTID
     return SnapshotTable(
-        relation, key, method, row_filter, max(int(reltuples), 0), max(int(relpages), 0)
+        relation,
+        key,
+        method,
+        row_filter,
+        max(int(reltuples), 0),
+        max(int(relpages), 0),
+        only=relkind != "p",
     )

@@ -49,7 +49,7 @@ def from_item(table: SnapshotTable) -> sql.Composable:
     The one place a snapshot's SQL names its source (COPY or SELECT alike wrap the query
     built on it)."""
     if table.select_override is None:
-        return table.ident
+        return sql.SQL("ONLY {}").format(table.ident) if table.only else table.ident
     return sql.SQL("({}) AS {}").format(
         raw(table.select_override), sql.Identifier(table.relation.name)
     )
