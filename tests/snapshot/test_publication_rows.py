@@ -7,6 +7,7 @@ found by the conformance suite's 028_row_filter (tests/conformance)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,10 @@ def test_snapshot_reads_what_table_sync_copies(
     def ids(table: str) -> list[int]:
         return sorted(r.value["after"]["id"] for r in readers[table].records if r.value)
 
+    def streamed(table: str) -> bool:
+        readers[table].read(60)
+        return 100 in ids(table)
+
     try:
         with running(Config(**config)) as bridge:
             # The streamed marker rows come after every snapshot row of their table.
@@ -57,11 +62,7 @@ def test_snapshot_reads_what_table_sync_copies(
             pg_conn.execute("INSERT INTO parent VALUES (100)")
             pg_conn.execute("INSERT INTO child VALUES (100, 'streamed')")
             for table in readers:
-                wait_for(
-                    lambda t=table: (readers[t].read(60), 100 in ids(t))[1],
-                    60,
-                    f"{table}'s streamed row",
-                )
+                wait_for(partial(streamed, table), 60, f"{table}'s streamed row")
             bridge.check()
     finally:
         for reader in readers.values():
