@@ -31,9 +31,10 @@ HOT_PATH = [
     "bridge/source/envelope.py",
     "bridge/source/status.py",
     "bridge/source/stream.py",
-    # (bridge/source/libpq.py is not: its read_copy is two calls into psycopg's C code,
-    # which mypyc calls generically anyway, and its psycopg.Connection subclass cannot be
-    # compiled: psycopg's types are Any to the compiler, which then drops the base class)
+    "bridge/source/copyboth.py",
+    # (bridge/source/libpq.py is not: its psycopg.Connection subclass cannot be compiled:
+    # psycopg's types are Any to the compiler, which then drops the base class; its one
+    # per-message method, the CopyData read, is copyboth.py's compiled reader)
     # per message and row: pgoutput / pglogical bytes -> messages
     "bridge/decode/reader.py",
     "bridge/decode/messages.py",

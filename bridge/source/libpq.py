@@ -8,6 +8,10 @@ with a deadline and the process's stop. psycopg's own queries on these connectio
 through the same waiter (`Connection.wait`), so no call to PostgreSQL blocks past
 `QUERY_TIMEOUT_S` nor past a stop: a query overdue or stopped is cancelled
 (`abandon`), and the connection dropped when the server does not answer the cancel.
+
+One libpq call sequence lives beside it: the read of one CopyData message, run once per
+message, is `bridge.source.copyboth.CopyReader` (compiled; this module cannot be, for
+its psycopg subclass), which `ReplicationConnection` builds and hands its error paths.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from psycopg import pq, sql
 from psycopg.rows import tuple_row
 
 from bridge.errors import SourceError, SourceTimeoutError, StopRequestedError
+from bridge.source.copyboth import CopyReader
 from bridge.source.waiting import READ, STOP, WRITE, Expired, Step, Stopped, Waiter
 
 T = TypeVar("T")
@@ -397,6 +402,12 @@ class ReplicationConnection:
         self._link = link_of(conn)
         self._waiter = self._link.waiter
         self._streaming = False
+        # Next CopyData message (copied out of libpq's buffer), or None if none arrived
+        # within the timeout given, in seconds (or a stop came first): compiled, it is
+        # called once per message (bridge/source/copyboth.py).
+        self.read_copy: Callable[[float], bytes | None] = CopyReader(
+            self._pg, self._waiter, self._consume, self._end_of_copy
+        ).read
 
     def quote(self, part: sql.Composable) -> str:
         return part.as_string(self.conn)
@@ -419,21 +430,6 @@ class ReplicationConnection:
         res = self._exec(text, _name(text))
         check(res, _name(text), (pq.ExecStatus.COPY_BOTH,))
         self._streaming = True
-
-    def read_copy(self, timeout: float) -> bytes | None:
-        """Next CopyData message (copied out of libpq's buffer), or None if none arrived
-        within `timeout` seconds (or a stop came first)."""
-        nbytes, data = self._pg.get_copy_data(1)
-        if nbytes == 0:
-            if timeout > 0 and not self._waiter.ready(READ, timeout):
-                return None
-            self._consume()
-            nbytes, data = self._pg.get_copy_data(1)
-            if nbytes == 0:
-                return None
-        if nbytes > 0:
-            return bytes(data)  # from psycopg's memoryview over libpq's buffer
-        self._end_of_copy()
 
     def write_copy(self, data: bytes) -> None:
         """Queue one CopyData message and push it to the socket, within the connection's
