@@ -1,7 +1,8 @@
 """The whole bridge's instructions per row, counted by callgrind: a figure machines share.
 
     python bench/instructions.py [--rows 10000] [--txn-rows 100] [--op insert] [--top 0]
-                                  [--components] [--tree DIR] [--keep DIR]
+                                  [--components] [--inclusive FUNCTION ...] [--tree DIR]
+                                  [--keep DIR]
 
 Wall-clock rates and CPU seconds move with the machine (cores of our kind differ up to
 3x, and one VM drifts by half that within an hour); instruction counts do not. On the
@@ -39,7 +40,10 @@ Two builds compare by running the script with `--tree DIR` (a checkout with its 
 same measuring settings. `--top N` prints the N functions whose own instructions grew
 most per row between the two drains, `--components` the per-row instructions by the
 code they ran in (bridge compiled, CPython, confluent-kafka, librdkafka, psycopg/libpq,
-libc); `--keep DIR` keeps both callgrind files there, for `callgrind_annotate`.
+libc), `--inclusive FUNCTION` (repeatable) one function's inclusive instructions per row
+(everything it calls; e.g. `CPyDef_stream___ReplicationStream___read`, the stream's read of
+each message, as callgrind names the compiled function); `--keep DIR` keeps both
+callgrind files there, for `callgrind_annotate`.
 
 The envelope's tail (ts_ms) is encoded once per millisecond: under callgrind nearly
 every record gets a new one, a few hundred instructions per row that a real drain
@@ -251,6 +255,10 @@ def report(first: Profile, second: Profile, args: argparse.Namespace) -> None:
         print("  own instructions per row by where the code is (time-driven part included):")
         for label, share in sorted(parts.items(), key=lambda item: -item[1]):
             print(f"    {share:9,.0f}  {label}")
+    for function in args.inclusive:
+        share = per_row(first.inclusive[function], second.inclusive[function])
+        calls = second.calls[function] - first.calls[function]
+        print(f"  {share:9,.0f}  inclusive per row: {function} ({calls:+,} calls)")
     if args.top:
         grown: dict[str, float] = collections.defaultdict(float)
         for (obj, function), cost in second.own.items():
@@ -271,6 +279,9 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, default=e2e.ROOT, help="the checkout to measure")
     parser.add_argument("--top", type=int, default=0, help="functions to list")
     parser.add_argument("--components", action="store_true", help="per row by component")
+    parser.add_argument(
+        "--inclusive", action="append", default=[], help="a function's inclusive cost per row"
+    )
     parser.add_argument("--keep", type=Path, help="a directory to keep the callgrind files in")
     args = parser.parse_args()
     args.tree = args.tree.resolve()
