@@ -103,6 +103,25 @@ def test_a_dead_letter_keeps_the_key_change_headers_and_counts_them() -> None:
     assert json.loads(letter.value)["size"] == 1 + 500 + len("__debezium.oldkey") + 6
 
 
+class _SilentAdmin:
+    """An admin client whose brokers never answer: every future times out."""
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, Any]:
+        class _Never:
+            def result(self, timeout: float) -> Any:
+                raise TimeoutError()
+
+        return {resources[0]: _Never()}
+
+
+def test_topic_limits_without_an_answer_is_a_delivery_error() -> None:
+    """Brokers down while a topic's limit is first read (the soak's broker kill -9): a
+    typed error telling the user what to check, not a bare TimeoutError traceback."""
+    limits = TopicLimits({}, 1_000_000, 2.5, admin_factory=lambda _conf: _SilentAdmin())
+    with pytest.raises(DeliveryError, match=r"did not answer within 2.5 s .*max.message.bytes"):
+        limits.get("p.public.t")
+
+
 # Live tests against the local stack.
 
 

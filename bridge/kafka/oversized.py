@@ -40,6 +40,8 @@ class TopicLimits:
     A topic not created yet will get the broker's default, so that is used instead. If
     neither can be read (ACLs), only the producer's own limit applies, with a warning:
     the delivery callback then still stops the bridge with an error naming the table.
+    No answer at all (the brokers down) is a DeliveryError: a limit guessed during an
+    outage would stay for the whole run.
     """
 
     def __init__(
@@ -87,7 +89,14 @@ class TopicLimits:
             [ConfigResource(kind, name)], request_timeout=self._timeout
         )
         (future,) = futures.values()
-        return int(future.result(timeout=self._timeout)[entry].value)
+        try:
+            return int(future.result(timeout=self._timeout)[entry].value)
+        except TimeoutError:  # the future's own timeout: no broker answered in time
+            raise DeliveryError(
+                f"Kafka did not answer within {self._timeout:g} s when asked for {entry} of "
+                f"{kind.name.lower()} {name!r} (check that the brokers are up and reachable; "
+                "the bridge resumes from the last acknowledged LSN on restart)"
+            ) from None
 
     def _unknown(self, topic: str, cause: str) -> int:
         log.warning(
