@@ -20,9 +20,11 @@ from confluent_kafka import Producer as _Client
 from bridge.config import KafkaConfig
 from bridge.errors import ConfigError, DeliveryError
 from bridge.kafka.acks import AckTracker, TxHandle, delivery_error
+from bridge.kafka.sockets import BrokerSockets
 from bridge.record import KafkaRecord
 
 ConfigValue = str | int | float | bool
+SOCKET_CHECK_INTERVAL_MS: Final = 5_000  # statistics, so new broker sockets get armed
 log: Final = logging.getLogger("bridge.produce")
 
 PRODUCER_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
@@ -213,6 +215,10 @@ class Producer:
             )
         overrides = overrides or {}
         conf = producer_config(client_config, overrides)
+        # No stale retransmission after this process: see bridge/kafka/sockets.py.
+        self._sockets = BrokerSockets(str(conf.get("bootstrap.servers", "")))
+        conf["stats_cb"] = self._on_stats(conf.get("stats_cb"))
+        conf.setdefault("statistics.interval.ms", SOCKET_CHECK_INTERVAL_MS)
         try:
             self._client = client(conf)
         except KafkaException as exc:
@@ -231,6 +237,14 @@ class Producer:
         self._closed = False
         self.blocked_turns = 0  # waits for Kafka to make room (a metric)
         self.stopping = False  # set from a signal handler: stop waiting for room
+
+    def _on_stats(self, observer: Callable[[str], None] | None) -> Callable[[str], None]:
+        def stats(report: str) -> None:
+            self._sockets.learn(report)
+            if observer is not None:
+                observer(report)
+
+        return stats
 
     def produce(self, record: KafkaRecord, handle: TxHandle) -> None:
         """Queue one record of `handle`'s transaction; blocks (serviced) while full.
@@ -343,6 +357,7 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        self._sockets.arm()
         try:
             self._client.purge()
             self._client.close()

@@ -14,13 +14,18 @@ crossed a link while it was down.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from delivery.helpers import BridgeFactory
-from delivery.kafka_io import Rec, assert_acks_follow_appends
+from delivery.kafka_io import Rec, assert_acks_follow_appends, create_topics
 from delivery.ledger import (
     LedgerStreamFactory,
     completion_times,
@@ -135,3 +140,128 @@ def test_link_to_postgres_cut(cut_mid_stream: Callable[[str, str], None], cut: s
 @pytest.mark.parametrize("cut", ["partition", "reset"])
 def test_link_to_kafka_cut(cut_mid_stream: Callable[[str, str], None], cut: str) -> None:
     cut_mid_stream("kafka", cut)
+
+
+# A producer killed (kill -9) while its requests for the broker sit in the kernel (the link
+# to Kafka cut), then a successor that writes newer versions of the same keys before the
+# link comes back. UNFIXED=1 in the environment turns the fix off (to see this test fail).
+_DYING_PRODUCER = r"""
+import os, sys
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.producer import Producer
+from bridge.kafka.sockets import BrokerSockets
+from bridge.record import KafkaRecord
+bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if os.environ.get("UNFIXED"):
+    BrokerSockets.arm = lambda self: 0
+reports = []
+config = {"bootstrap.servers": bootstrap, "statistics.interval.ms": 100, "stats_cb": reports.append}
+producer = Producer(config, AckTracker())
+producer.produce_untracked(KafkaRecord(topic, b"first", b"first"))
+assert producer.flush(60)
+seen = len(reports)
+while len(reports) < seen + 2:  # a statistics report since the connections are up: armed
+    producer.poll(0.05)
+print("connected", flush=True)
+sys.stdin.readline()  # the link is cut now
+for i in range(count):
+    producer.produce_untracked(KafkaRecord(topic, f"k{i}".encode(), b"old"))
+while True:  # until killed
+    producer.poll(0.1)
+"""
+
+
+def _broker_connections(ns: Netns, host: str) -> list[tuple[str, int]]:
+    """(state, bytes unsent or unacknowledged) of the namespace's TCP connections to `host`."""
+    listed = subprocess.run(
+        ["ss", "-N", ns.name, "-H", "-t", "-n", "-a", "dst", host],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    return [(f[0], int(f[2])) for f in (line.split() for line in listed) if len(f) > 2]
+
+
+def test_requests_in_the_kernel_at_kill_do_not_land_after_a_successor(
+    bridge_netns: Netns, kafka_bootstrap: str
+) -> None:
+    """A producer's unsent requests must die with it (bridge/kafka/sockets.py): otherwise
+    the kernel retransmits them once the link is back and Kafka appends them after the
+    records a successor has written meanwhile: an at-least-once resend's stale copy of a
+    key lands after its newer version and a consumer keeping state by key keeps the stale
+    one (the nemesis soak's rebuilt-state mismatches)."""
+    keys = 100
+    topic = f"unsent{time.time_ns()}"
+    create_topics(kafka_bootstrap, [topic], partitions=1)
+    host = kafka_bootstrap.rsplit(":", 1)[0]
+    script = [sys.executable, "-c", _DYING_PRODUCER, kafka_bootstrap, topic, str(keys)]
+    old = subprocess.Popen(
+        [*bridge_netns.exec_prefix, *script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert old.stdin is not None and old.stdout is not None
+        assert old.stdout.readline().strip() == "connected"
+        bridge_netns.cut("kafka")
+        try:
+            old.stdin.write("go\n")
+            old.stdin.flush()
+            wait_for(
+                lambda: any(unsent for _, unsent in _broker_connections(bridge_netns, host)),
+                30,
+                "the old producer's requests to be in its kernel send queue",
+            )
+            os.killpg(old.pid, signal.SIGKILL)
+            old.wait(30)
+            # The successor writes from the root namespace, which reaches the broker while
+            # the link is down: its records are appended before anything the link carries.
+            successor = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+            for i in range(keys):
+                successor.produce(topic, b"new", f"k{i}".encode())
+            assert successor.flush(30) == 0
+        finally:
+            bridge_netns.restore("kafka")
+    finally:
+        if old.poll() is None:
+            os.killpg(old.pid, signal.SIGKILL)
+            old.wait(30)
+    # What the kernel still held for the broker is through once no connection is left
+    # with bytes unacknowledged (an orphaned socket retransmits until then).
+    wait_for(
+        lambda: not any(unsent for _, unsent in _broker_connections(bridge_netns, host)),
+        120,
+        "the namespace's broker connections to have nothing unsent",
+    )
+    wait_for(
+        lambda: all(state == "TIME-WAIT" for state, _ in _broker_connections(bridge_netns, host)),
+        120,
+        "the namespace's broker connections to end",
+    )
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": topic, "enable.auto.commit": False}
+    )
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        records: list[tuple[bytes, bytes]] = []
+
+        def read() -> bool:
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is None:
+                    records.append((m.key() or b"", m.value() or b""))
+            return len(records) >= end
+
+        wait_for(read, 60, "the topic to its end")
+    finally:
+        consumer.close()
+    last = {key: value for key, value in records}
+    assert sum(value == b"new" for _, value in records) == keys
+    stale = sorted(k.decode() for k, v in last.items() if k != b"first" and v != b"new")
+    old_count = sum(value == b"old" for _, value in records)
+    assert not stale, (
+        f"{len(stale)} of {keys} keys end with the killed producer's older version "
+        f"({old_count} of its records appended after its successor's): {stale[:5]}"
+    )
