@@ -1,0 +1,1 @@
+"""PostgreSQL's own logical-replication tests replayed through the bridge (README.md here)."""

@@ -1,0 +1,411 @@
+"""One check of a case: each topic rebuilt as a key-based consumer must, against PostgreSQL.
+
+Keyed tables are compared with `bridge verify`'s own pieces: its fold of a topic by key
+(`bridge.verify.state.TopicState`: deletes, tombstones, TRUNCATE, unchanged TOASTed values
+carried over, key changes followed by their headers) and its comparison of a table's rows,
+encoded by the bridge's encoder, with the folded states column by column
+(`bridge.verify.compare.compare_table`). The suite adds what verify leaves out:
+
+- **Tables without a key** (REPLICA IDENTITY FULL or NOTHING, no primary key), which verify
+  skips: the topic folded as a multiset of rows (an insert adds its row, a delete removes
+  the before-image's row, an update both, a TRUNCATE empties it) with verify's decoder and
+  column digests, against the table's rows read and encoded as verify reads them.
+- **`expect`** (the TAP's own query, where PostgreSQL by design does not send everything,
+  `--! diverges`): the topic's rows as a plain consumer decodes them (confluent-kafka's
+  AvroDeserializer) are loaded into a table of the same name and column types in a database
+  of its own, and the TAP's query runs there, its rows printed as psql -At prints them.
+
+What differs from `bridge verify` is only how the point is found and the topics read, for
+speed over the many checks of a case: the point is `pg_current_wal_insert_lsn()` read as
+the first statement of a REPEATABLE READ transaction (exact here, where the case is paused
+and nothing commits meanwhile; verify's temporary slot would also wait for a prepared
+transaction to end), "delivered" is asked of the running pipeline (it has seen the WAL up
+to the point and has nothing open or in flight: the slot's confirmed position stays below
+an undecided PREPARE), and each topic is read once, on from where the last check stopped,
+by one consumer per bridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import psycopg
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from waiting import wait_for
+
+from bridge.config import Config
+from bridge.decode.messages import Relation
+from bridge.kafka.registry import open_registry
+from bridge.schema.table import unique_names
+from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
+from bridge.snapshot.chunks import Chunk, chunk_query
+from bridge.snapshot.reader import (
+    RawText,
+    TableJob,
+    build_jobs,
+    connect,
+    encode_rows,
+    snapshot_source,
+)
+from bridge.verify.compare import TableResult, compare_table
+from bridge.verify.run import captured_tables
+from bridge.verify.state import Decoder, TopicState, commit_lsn
+from bridge.verify.topic import _with_lsn
+from conformance.cases import Check, Expect
+
+OLD_KEY: Final = "__debezium.oldkey"
+
+
+@dataclass
+class Found:
+    tables: int = 0
+    values: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+class Topics:
+    """Every record of the bridge's topics read so far, by topic and partition, in offset
+    order; `read(topic)` reads on to the partitions' current ends."""
+
+    def __init__(self, cfg: Config) -> None:
+        self._cfg = cfg
+        self._consumer = Consumer(
+            {
+                **cfg.kafka.client_config(),
+                "group.id": "conformance",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        self._records: dict[tuple[str, int], list[Any]] = {}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def read(self, topic: str, timeout: float) -> dict[int, list[Any]]:
+        ends = self._ends(topic)
+        new = [TopicPartition(topic, p) for p in ends if (topic, p) not in self._records]
+        if new:
+            for tp in new:
+                tp.offset = 0
+                self._records[(topic, tp.partition)] = []
+            self._consumer.incremental_assign(new)
+        behind = {p for p, end in ends.items() if self._next(topic, p) < end}
+        deadline = time.monotonic() + timeout
+        while behind:
+            for msg in self._consumer.consume(500, 0.1):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                self._records[(msg.topic(), msg.partition())].append(msg)
+            behind = {p for p in behind if self._next(topic, p) < ends[p]}
+            assert time.monotonic() < deadline, f"{topic} not read to its end {ends}"
+        return {p: self._records[(topic, p)] for p in ends}
+
+    def _next(self, topic: str, partition: int) -> int:
+        got = self._records[(topic, partition)]
+        return int(got[-1].offset()) + 1 if got else 0
+
+    def _ends(self, topic: str) -> dict[int, int]:
+        meta = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        return {
+            p: int(self._consumer.get_watermark_offsets(TopicPartition(topic, p), 10, False)[1])
+            for p in sorted(meta.partitions)
+        }
+
+
+class Checker:
+    """One bridge's checks over a case: `delivered(point)` says whether the bridge has
+    delivered everything committed before the WAL position `point`."""
+
+    def __init__(self, cfg: Config, delivered: Callable[[int], bool]) -> None:
+        self.cfg = cfg
+        self._delivered = delivered
+        self.topics = Topics(cfg)
+        registry = SchemaRegistryClient(cfg.registry.client_config())
+        self._writers: dict[int, str] = {}
+        self._registry = registry
+        self._jobs: dict[Relation, TableJob] = {}
+        self._schemas = open_registry(cfg)  # the encoders' registrations, one client
+
+    def close(self) -> None:
+        self.topics.close()
+
+    def writer(self, schema_id: int) -> str:
+        if schema_id not in self._writers:
+            self._writers[schema_id] = str(self._registry.get_schema(schema_id).schema_str)
+        return self._writers[schema_id]
+
+    def check(
+        self, check: Check, name: str, rebuild: psycopg.Connection[Any], timeout: float
+    ) -> Found:
+        """The tables of the bridge's publication compared at `check` (`name`: the bridge's,
+        for the check's `diverges` and `expect` that name it)."""
+        found = Found()
+        publication = name
+        conninfo = self.cfg.source.conninfo()
+        with contextlib.closing(psycopg.connect(**conninfo, autocommit=True)) as catalog:
+            tables = captured_tables(self.cfg, catalog, ())
+            fresh = [t for t in tables if t.relation not in self._jobs]
+            if fresh:
+                jobs = build_jobs(self.cfg, catalog, fresh, self._schemas)
+                for table in fresh:
+                    self._jobs[table.relation] = jobs[table.label]
+        reader = connect(conninfo, {c.type_oid for t in tables for c in t.relation.columns})
+        with contextlib.closing(reader):
+            reader.autocommit = False
+            reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            reader.read_only = True
+            row = reader.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
+            assert row is not None and reader.info.transaction_status == TransactionStatus.INTRANS
+            point = int(row[0])
+            wait_for(lambda: self._delivered(point), timeout, f"delivery up to {point}")
+            for table in tables:
+                if check.diverges(table.label, publication):
+                    continue
+                found.tables += 1
+                job = self._jobs[table.relation]
+                problem = self._compare(reader, table, job, point, timeout, found)
+                if problem is not None:
+                    found.problems.append(problem)
+            captured = {t.label: t for t in tables}
+            for label, expect in check.expectations(publication):
+                if label in captured:
+                    found.tables += 1
+                    job = self._jobs[captured[label].relation]
+                    problem = self._expectation(captured[label], job, expect, rebuild, timeout)
+                    if problem is not None:
+                        found.problems.append(f"line {expect.line}: {problem}")
+        return found
+
+    def _compare(
+        self,
+        reader: psycopg.Connection[Any],
+        table: SnapshotTable,
+        job: TableJob,
+        point: int,
+        timeout: float,
+        found: Found,
+    ) -> str | None:
+        key_schema = job.encoder.table.key_schema
+        decoder = Decoder(key_schema, job.encoder.table.envelope_schema, self.writer)
+        partitions = self.topics.read(job.topic, timeout)
+        if table.method != METHOD_KEY or key_schema is None:
+            return self._keyless(reader, table, job, decoder, partitions, point, found)
+        with contextlib.closing(TopicState(decoder, point)) as state:
+            self._fold(state, job.topic, partitions)
+            result = TableResult(table.label, job.topic)
+            compare_table(reader, table, job, state, result)
+        if result.ok:
+            found.values += result.rows * len(decoder.fields)
+            return None
+        return (
+            f"{table.label}: {result.rows} rows, {result.live_keys} keys in Kafka: "
+            f"{result.missing} missing, {result.ghosts} ghosts, {result.different} "
+            f"different (columns {dict(result.columns)}), samples {result.samples}"
+        )
+
+    def _keyless(
+        self,
+        reader: psycopg.Connection[Any],
+        table: SnapshotTable,
+        job: TableJob,
+        decoder: Decoder,
+        partitions: Mapping[int, list[Any]],
+        point: int,
+        found: Found,
+    ) -> str | None:
+        state = Multiset(decoder, point)
+        self._fold(state, job.topic, partitions)
+        expected: Counter[bytes] = Counter()
+        query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
+        rows = reader.execute(query, params).fetchall()
+        records, _ = encode_rows(rows, job, snapshot_source("", "", point, "true"))
+        for _, value, _ in records:
+            assert value is not None
+            after = decoder.envelope(value, f"{table.label} row").get("after") or {}
+            expected[b"".join(decoder.digests(after))] += 1
+        if state.rows == expected and not state.unmatched:
+            found.values += len(rows) * len(decoder.fields)
+            return None
+        missing = sum((expected - state.rows).values())
+        extra = sum((state.rows - expected).values())
+        return (
+            f"{table.label} (no key, compared as a multiset): {len(rows)} rows, "
+            f"{sum(state.rows.values())} in Kafka: {missing} missing, {extra} extra"
+            + (f"; {state.unmatched[:3]}" if state.unmatched else "")
+        )
+
+    def _expectation(
+        self,
+        table: SnapshotTable,
+        job: TableJob,
+        expect: Expect,
+        rebuild: psycopg.Connection[Any],
+        timeout: float,
+    ) -> str | None:
+        """The TAP's query over a TEMPORARY table of the table's name (found before it:
+        pg_temp comes first in the search path) holding what a consumer of the topic holds.
+        `rebuild` is a session of its own on the publisher's database, so the columns keep
+        their types (a domain its base type: its CHECK may read the real table); temporary
+        tables are never published."""
+        columns = [c.name for c in table.relation.columns]
+        types = dict(
+            rebuild.execute(
+                "SELECT a.attname, pg_catalog.format_type(CASE t.typtype WHEN 'd' "
+                "THEN t.typbasetype ELSE a.atttypid END, CASE t.typtype WHEN 'd' "
+                "THEN t.typtypmod ELSE a.atttypmod END) "
+                "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
+                "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped",
+                (table.relation.oid,),
+            ).fetchall()
+        )
+        fields = unique_names(columns)
+        ident = sql.Identifier(table.relation.name)
+        rebuild.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(ident))
+        rebuild.execute(
+            sql.SQL("CREATE TEMPORARY TABLE {} ({})").format(
+                ident,
+                sql.SQL(", ").join(
+                    sql.SQL("{} ").format(sql.Identifier(c)) + sql.SQL(types[c])  # type: ignore[arg-type]
+                    for c in columns
+                ),
+            )
+        )
+        insert = (
+            sql.SQL("INSERT INTO pg_temp.{} VALUES ({})").format(
+                ident, sql.SQL(", ").join(sql.Placeholder() * len(columns))
+            )
+            if columns
+            else sql.SQL("INSERT INTO pg_temp.{} DEFAULT VALUES").format(ident)
+        )
+        rows = self.consumer_rows(job, timeout)
+        with rebuild.cursor() as cur:
+            for row in rows:
+                cur.execute(insert, [row.get(f) for f in fields])
+        with rebuild.cursor() as cur:
+            cur.execute(expect.query)
+            for column in cur.description or ():
+                cur.adapters.register_loader(column.type_code, RawText)
+            cur.execute(expect.query)
+            got = tuple(
+                "|".join("" if v is None else bytes(v).decode() for v in r) for r in cur.fetchall()
+            )
+        if got == expect.rows:
+            return None
+        seen = Counter(json.dumps(r, sort_keys=True, default=str) for r in rows)
+        twice = [r for r, n in seen.items() if n > 1][:5]
+        return (
+            f"{expect.query!r} gave {list(got)}, the TAP expects {list(expect.rows)} "
+            f"({len(rows)} rows rebuilt from {job.topic}; rows held more than once: {twice})"
+        )
+
+    def consumer_rows(self, job: TableJob, timeout: float) -> list[dict[str, Any]]:
+        """The rows a consumer of the job's topic holds after reading it all, decoded by
+        confluent-kafka's AvroDeserializer into the table's current schema (as a consumer
+        applying them to a table reads them): keyed records folded by key (unchanged
+        TOASTed fields keep the key's or the old key's previous value), keyless ones as a
+        multiset; a TRUNCATE empties both."""
+        topic = job.topic
+        deserialize = AvroDeserializer(
+            self._registry, json.dumps(job.encoder.table.envelope_schema)
+        )
+        records = []
+        for messages in self.topics.read(topic, timeout).values():
+            for msg in messages:
+                value = msg.value()
+                if value is None:
+                    continue
+                env = deserialize(value, SerializationContext(topic, MessageField.VALUE))
+                records.append((commit_lsn(env), msg.offset(), msg.key(), env, msg.headers()))
+        keyed: dict[bytes, dict[str, Any]] = {}
+        gone: dict[bytes, dict[str, Any]] = {}
+        bag: list[dict[str, Any]] = []
+        for _, _, key, env, headers in sorted(records, key=lambda r: (r[0], r[1])):
+            op, before, after = env["op"], env.get("before"), env.get("after")
+            if op == "t":
+                keyed.clear()
+                bag.clear()
+            elif key is None:
+                if op in ("u", "d") and before in bag:
+                    bag.remove(before)
+                if op in ("c", "r", "u"):
+                    bag.append(after)
+            elif op == "d":
+                old = keyed.pop(key, None)
+                if old is not None:
+                    gone[key] = old
+            else:
+                row = dict(after)
+                moved = dict(headers or ()).get(OLD_KEY)
+                base = keyed.get(key) or (gone.get(moved) if moved else None) or {}
+                for name in env.get("unchanged_fields") or ():
+                    row[name] = base.get(name)
+                keyed[key] = row
+        return [*keyed.values(), *bag]
+
+    @staticmethod
+    def _fold(state: Any, topic: str, partitions: Mapping[int, list[Any]]) -> None:
+        """Fold the records in commit-LSN order across partitions, as verify reads them."""
+        streams = [
+            _with_lsn(state.decoder, topic, ((int(m.offset()), m) for m in records))
+            for records in partitions.values()
+        ]
+        for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
+            state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
+
+
+# -- tables without a key ----------------------------------------------------------------
+
+
+class Multiset:
+    """A keyless topic's fold (TopicState's `fold`), keeping a multiset of rows."""
+
+    def __init__(self, decoder: Decoder, point: int) -> None:
+        self.decoder = decoder
+        self.point = point
+        self.rows: Counter[bytes] = Counter()
+        self.unmatched: list[str] = []  # deletes and updates of rows the fold does not hold
+
+    def fold(
+        self,
+        where: str,
+        partition: int,
+        key: bytes | None,
+        env: Mapping[str, Any] | None,
+        headers: Iterable[tuple[str, bytes | None]] | None,
+        row: bytes | None = None,
+    ) -> None:
+        if env is None:
+            return
+        op, lsn = env.get("op"), commit_lsn(env)
+        if (lsn > self.point) if op == "r" else (lsn >= self.point):
+            return
+        if op == "t":
+            self.rows.clear()
+            return
+        if op in ("u", "d"):
+            before = env.get("before")
+            gone = None if before is None else self._row(before)
+            if gone is None or self.rows[gone] == 0:
+                self.unmatched.append(f"{where}: {op} of a row the topic does not hold")
+            else:
+                self.rows[gone] -= 1
+        if op in ("c", "r", "u"):
+            self.rows[self._row(env.get("after") or {})] += 1
+
+    def _row(self, row: Mapping[str, Any]) -> bytes:
+        return b"".join(self.decoder.digests(row))

@@ -1,0 +1,191 @@
+"""A case replayed through the bridge, compared with PostgreSQL at each of its checks.
+
+The case's statements run on the publisher in their order; `start` starts one bridge per
+declared publication (in-process, tests/running.py) with an initial snapshot, so what the
+set-up wrote is read as a snapshot and the rest is streamed. At each `check` every bridge
+is compared with PostgreSQL (`rebuild.compare`): each captured table's topic, rebuilt as a
+key-based consumer must, against the table's rows, value by value.
+
+A problem is collected, not raised at once: the case goes on to its end, so one run lists
+every mismatch (each names the case file's line), and the test fails listing them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import psycopg
+from delivery.helpers import bridge_settings
+from running import PipelineThread, start
+from servers import Servers
+
+from bridge.config import Config
+from conformance.cases import BridgeSpec, Case, Check, Restart, Resync, Sql, Start, Stop
+from conformance.rebuild import Checker
+
+# The bridge's own tables (incremental snapshot signals) live apart from the TAP's `public`.
+SIGNALS: Final = "conformance_bridge.signals"
+# The parametrization every case runs under: the defaults, and binary tuples with
+# in-progress transactions streamed (a case may turn streaming on in both).
+MODES: Final = {
+    "default": {},
+    "binary-streaming": {"binary": True, "streaming": "on"},
+}
+TIMEOUT: Final = 120.0
+
+
+@dataclass
+class Running:
+    spec: BridgeSpec
+    cfg: Config
+    thread: PipelineThread | None = None
+    checker: Checker | None = None
+
+    def delivered(self, point: int) -> bool:
+        """The pipeline has seen the WAL up to `point` and has nothing open or in flight:
+        what committed before `point` is in Kafka (its slot's confirmed position may stay
+        below an undecided PREPARE, so it cannot say)."""
+        assert self.thread is not None
+        self.thread.check()
+        pipeline = self.thread.pipeline
+        idle = pipeline.assembler.idle_wal_end()
+        tracker = pipeline.tracker
+        return (
+            idle is not None
+            and max(idle, pipeline.stream.server_wal_end) >= point
+            and tracker.open_transactions == 0
+            and tracker.in_flight_records == 0
+        )
+
+
+@dataclass
+class Replay:
+    case: Case
+    servers: Servers
+    dbname: str
+    mode: str
+    workdir: Path
+    problems: list[str] = field(default_factory=list)
+    compared: int = 0  # table comparisons made
+    values: int = 0  # values found equal
+    _sessions: dict[str, psycopg.Connection[Any]] = field(default_factory=dict)
+    _bridges: list[Running] = field(default_factory=list)
+
+    def run(self) -> None:
+        try:
+            for step in self.case.steps:
+                self._step(step)
+        finally:
+            self._close()
+
+    def _step(self, step: Any) -> None:
+        if isinstance(step, Sql):
+            self._session(step.session).execute(step.text)
+        elif isinstance(step, Start):
+            if step.bridge is None:
+                self._bridges = [Running(s, self._config(s)) for s in self.case.bridges]
+            for bridge in self._bridges:
+                if bridge.spec.later == (step.bridge is not None) and step.bridge in (
+                    None,
+                    bridge.spec.name,
+                ):
+                    bridge.thread = start(bridge.cfg)
+                    bridge.checker = Checker(bridge.cfg, bridge.delivered)
+        elif isinstance(step, Stop):
+            for bridge in self._bridges:
+                if bridge.spec.name == step.bridge and bridge.thread is not None:
+                    thread, bridge.thread = bridge.thread, None
+                    thread.stop()
+        elif isinstance(step, Check):
+            self._check(step)
+        elif isinstance(step, Restart):
+            running = [b for b in self._bridges if b.thread is not None]
+            self._stop()
+            for bridge in running:
+                bridge.thread = start(bridge.cfg)
+        elif isinstance(step, Resync):
+            self._resync(step)
+
+    def _check(self, check: Check) -> None:
+        where = f"{self.case.name}.sql:{check.line}"
+        for bridge in self._bridges:
+            if bridge.thread is None:
+                continue  # not started yet, or stopped
+            assert bridge.checker is not None
+            bridge.thread.check()  # raises what it died of
+            found = bridge.checker.check(check, bridge.spec.name, self._rebuild_conn(), TIMEOUT)
+            self.compared += found.tables
+            self.values += found.values
+            self.problems += [f"{where} [{bridge.spec.name}] {p}" for p in found.problems]
+
+    def _resync(self, step: Resync) -> None:
+        """An incremental snapshot of the tables, as Debezium's signal asks for one."""
+        data = json.dumps({"data-collections": list(step.tables), "type": "incremental"})
+        self._session("main").execute(
+            f"INSERT INTO {SIGNALS} VALUES (%s, 'execute-snapshot', %s)",
+            (uuid.uuid4().hex, data),
+        )
+
+    def _config(self, spec: BridgeSpec) -> Config:
+        settings = bridge_settings(
+            self.servers,
+            self.dbname,
+            f"slot_{uuid.uuid4().hex[:12]}",
+            spec.publication,
+            f"c_{uuid.uuid4().hex[:12]}",
+            self.workdir / f"spill-{spec.name}",
+        )
+        source = settings["source"]
+        source.update(MODES[self.mode])
+        source.update(publication_mode="disabled", status_interval_s=0.2)
+        source.update(spec.options)
+        settings["snapshot"] = {"mode": "initial", "progress_bar": "never"}
+        settings["log"] = {"level": "WARNING"}
+        return Config(**settings)
+
+    def _session(self, name: str) -> psycopg.Connection[Any]:
+        conn = self._sessions.get(name)
+        if conn is None:
+            conn = psycopg.connect(self.servers.dsn(self.dbname), autocommit=True)
+            self._sessions[name] = conn
+        return conn
+
+    def _rebuild_conn(self) -> psycopg.Connection[Any]:
+        """The session where `expect` rebuilds topics as temporary tables."""
+        return self._session(" rebuild")
+
+    def _stop(self) -> None:
+        for bridge in self._bridges:
+            if bridge.thread is not None:
+                thread, bridge.thread = bridge.thread, None
+                thread.stop()
+
+    def _close(self) -> None:
+        try:
+            self._stop()
+        finally:
+            for bridge in self._bridges:
+                if bridge.checker is not None:
+                    bridge.checker.close()
+            self._close_sessions()
+
+    def _close_sessions(self) -> None:
+        for conn in self._sessions.values():
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
+@contextlib.contextmanager
+def database(servers: Servers) -> Iterator[str]:
+    name = f"conf_{uuid.uuid4().hex[:12]}"
+    servers.create_database(name)
+    try:
+        yield name
+    finally:
+        servers.drop_database(name)
