@@ -7,6 +7,8 @@ ignored). The statements between two directives run one at a time, each in autoc
 psql runs a script (so `BEGIN` ... `COMMIT` and `PREPARE TRANSACTION` mean what they mean
 there), on the current session.
 
+A psql `\\copy TABLE FROM STDIN` line takes the lines after it, up to `\\.`, as its data.
+
 Directives, one per line:
 
     --! bridge NAME [option=value ...] [later]  a bridge follows publication NAME (before
@@ -22,7 +24,10 @@ Directives, one per line:
                                                 snapshot then), or stop one for good (the
                                                 TAP drops its subscription)
     --! check                                   the TAP waits for catch-up: compare
-    --! session NAME                            the next statements run on session NAME
+    --! session NAME [database=DB]              the next statements run on session NAME
+                                                (on database DB instead of the case's)
+    --! error                                   the next statement fails (the TAP checks
+                                                that PostgreSQL refuses it)
     --! restart                                 stop the bridges and start them again
     --! diverges TABLE: WHY                     from here on PostgreSQL does not send all of
                                                 TABLE's changes (WHY): its rows are no longer
@@ -34,10 +39,16 @@ Directives, one per line:
                                                 as psql -At prints it (columns joined by |;
                                                 "(none)" for no rows)
 
+    --! messages PREFIX => CONTENT[; CONTENT]    the logical decoding messages of PREFIX in the
+                                                bridge's message topic, in order (committed
+                                                transactional ones and every
+                                                non-transactional one)
+
 TABLE is `name` or `schema.name`; `name@BRIDGE` limits a `diverges`, `converges` or
 `expect` to that bridge.
-    --! resync TABLE [TABLE ...]               an incremental snapshot of the tables (the
-                                                TAP's REFRESH PUBLICATION with copy_data)
+    --! resync BRIDGE TABLE [TABLE ...]        the bridge's incremental snapshot of the
+                                                tables, waited for (the TAP's REFRESH
+                                                PUBLICATION copies a table added since)
 
 Nothing here runs SQL: `bridge`-free, so the loader's unit tests run anywhere.
 """
@@ -60,9 +71,11 @@ _HEADER: Final = re.compile(
 
 @dataclass(frozen=True)
 class Sql:
-    session: str
+    session: str  # a session name, or "name@database" for one on another database
     text: str
     line: int
+    fails: bool = False  # PostgreSQL refuses it (the TAP's checked error)
+    copy: str | None = None  # COPY ... FROM STDIN: its data, as psql's \copy reads it
 
 
 @dataclass(frozen=True)
@@ -86,9 +99,17 @@ class Expect:
 
 
 @dataclass(frozen=True)
+class Messages:
+    prefix: str
+    contents: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
 class Check:
     line: int
     expects: tuple[Expect, ...] = ()
+    messages: tuple[Messages, ...] = ()
     diverged: frozenset[str] = frozenset()  # name@publication or name
 
     def diverges(self, label: str, bridge: str) -> bool:
@@ -118,7 +139,8 @@ class Restart:
 
 @dataclass(frozen=True)
 class Resync:
-    tables: tuple[str, ...]
+    bridge: str
+    tables: tuple[str, ...]  # schema.table
     line: int
 
 
@@ -166,18 +188,39 @@ def load(path: Path, major: int) -> Case:
     started = False
     diverged: set[str] = set()
     expects: list[Expect] = []
+    messages: list[Messages] = []
     active = [True]  # the `if` blocks' states, innermost last
     chunk: list[str] = []
     chunk_line = 0
 
+    fails = False
+
     def flush() -> None:
-        nonlocal chunk
+        nonlocal chunk, fails
         if chunk and all(active):
             for line, statement in split_statements("\n".join(chunk), chunk_line):
-                case.steps.append(Sql(session, statement, line))
+                case.steps.append(Sql(session, statement, line, fails))
+                fails = False
         chunk = []
 
+    copying: list[str] | None = None
+    copy_line = 0
     for number, line in enumerate(text.splitlines(), 1):
+        if copying is not None:
+            if line == "\\.":
+                if all(active):
+                    command = copying[0]
+                    data = "".join(f"{row}\n" for row in copying[1:])
+                    case.steps.append(Sql(session, command, copy_line, copy=data))
+                copying = None
+            else:
+                copying.append(line)
+            continue
+        if line.startswith("\\copy "):
+            flush()
+            copying, copy_line = ["COPY " + line.removeprefix("\\copy ")], number
+            chunk_line = number + 1
+            continue
         if not line.startswith("--!"):
             if not chunk:
                 chunk_line = number
@@ -228,16 +271,23 @@ def load(path: Path, major: int) -> Case:
             case.steps.append(Stop(number, rest))
         elif word == "check":
             _need_started(started, where)
-            case.steps.append(Check(number, tuple(expects), frozenset(diverged)))
-            expects = []
+            case.steps.append(Check(number, tuple(expects), tuple(messages), frozenset(diverged)))
+            expects, messages = [], []
         elif word == "session":
-            session = rest
+            name, _, database = rest.partition(" database=")
+            session = f"{name.strip()}@{database.strip()}" if database else name.strip()
+        elif word == "error":
+            fails = True
         elif word == "restart":
             _need_started(started, where)
             case.steps.append(Restart(number))
         elif word == "resync":
             _need_started(started, where)
-            case.steps.append(Resync(tuple(rest.split()), number))
+            bridge, *tables = rest.split()
+            if not tables:
+                raise CaseError(f"{where}: resync BRIDGE TABLE [TABLE ...]")
+            names = tuple(qualified(t) for t in tables)
+            case.steps.append(Resync(bridge, names, number))
         elif word == "diverges":
             table, colon, why = rest.partition(":")
             if not colon or not why.strip():
@@ -247,15 +297,27 @@ def load(path: Path, major: int) -> Case:
             diverged.discard(rest.strip())
         elif word == "expect":
             expects.append(_expect(rest, number, where))
+        elif word == "messages":
+            prefix, arrow, contents = rest.partition(" => ")
+            if not arrow:
+                raise CaseError(f"{where}: messages PREFIX => CONTENT[; CONTENT]")
+            found = (
+                ()
+                if contents.strip() == "(none)"
+                else tuple(c.strip() for c in contents.split(";"))
+            )
+            messages.append(Messages(prefix.strip(), found, number))
         else:
             raise CaseError(f"{where}: unknown directive {word!r}")
     flush()
+    if copying is not None:
+        raise CaseError(f"{path.name}:{copy_line}: \\copy data without its closing \\.")
     if len(active) != 1:
         raise CaseError(f"{path.name}: an if without endif")
     if not case.bridges or not started:
         raise CaseError(f"{path.name}: a case declares a bridge and starts it")
-    if expects:
-        raise CaseError(f"{path.name}: expect lines after the last check")
+    if expects or messages:
+        raise CaseError(f"{path.name}: expect or messages lines after the last check")
     return case
 
 

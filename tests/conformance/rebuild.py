@@ -63,7 +63,7 @@ from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.run import captured_tables
 from bridge.verify.state import Decoder, TopicState, commit_lsn
 from bridge.verify.topic import _with_lsn
-from conformance.cases import Check, Expect
+from conformance.cases import Check, Expect, Messages
 
 OLD_KEY: Final = "__debezium.oldkey"
 
@@ -181,12 +181,20 @@ class Checker:
                 problem = self._compare(reader, table, job, point, timeout, found)
                 if problem is not None:
                     found.problems.append(problem)
+            for messages in check.messages:
+                found.tables += 1
+                problem = self._messages(messages, timeout)
+                if problem is not None:
+                    found.problems.append(f"line {messages.line}: {problem}")
             captured = {t.label: t for t in tables}
             for label, expect in check.expectations(publication):
                 if label in captured:
                     found.tables += 1
                     job = self._jobs[captured[label].relation]
-                    problem = self._expectation(captured[label], job, expect, rebuild, timeout)
+                    try:
+                        problem = self._expectation(captured[label], job, expect, rebuild, timeout)
+                    except psycopg.Error as exc:
+                        problem = f"{expect.query!r} failed: {exc}"
                     if problem is not None:
                         found.problems.append(f"line {expect.line}: {problem}")
         return found
@@ -285,17 +293,17 @@ class Checker:
                 ),
             )
         )
-        insert = (
-            sql.SQL("INSERT INTO pg_temp.{} VALUES ({})").format(
-                ident, sql.SQL(", ").join(sql.Placeholder() * len(columns))
-            )
-            if columns
-            else sql.SQL("INSERT INTO pg_temp.{} DEFAULT VALUES").format(ident)
-        )
         rows = self.consumer_rows(job, timeout)
         with rebuild.cursor() as cur:
-            for row in rows:
-                cur.execute(insert, [row.get(f) for f in fields])
+            if columns:
+                copy = sql.SQL("COPY pg_temp.{} FROM STDIN").format(ident)
+                with cur.copy(copy) as load:
+                    for row in rows:
+                        load.write_row([row.get(f) for f in fields])
+            else:
+                insert = sql.SQL("INSERT INTO pg_temp.{} DEFAULT VALUES").format(ident)
+                for _ in rows:
+                    cur.execute(insert)
         with rebuild.cursor() as cur:
             cur.execute(expect.query)
             for column in cur.description or ():
@@ -311,6 +319,22 @@ class Checker:
         return (
             f"{expect.query!r} gave {list(got)}, the TAP expects {list(expect.rows)} "
             f"({len(rows)} rows rebuilt from {job.topic}; rows held more than once: {twice})"
+        )
+
+    def _messages(self, expect: Messages, timeout: float) -> str | None:
+        """The contents of the message topic's records of `expect.prefix`, in order."""
+        topic = f"{self.cfg.kafka.topic_prefix}.message"
+        deserialize = AvroDeserializer(self._registry)
+        got = []
+        for messages in self.topics.read(topic, timeout).values():
+            for msg in messages:
+                value = deserialize(msg.value(), SerializationContext(topic, MessageField.VALUE))
+                if value["message"]["prefix"] == expect.prefix:
+                    got.append(bytes(value["message"]["content"]).decode())
+        if tuple(got) == expect.contents:
+            return None
+        return (
+            f"messages of prefix {expect.prefix!r}: {got}, the TAP expects {list(expect.contents)}"
         )
 
     def consumer_rows(self, job: TableJob, timeout: float) -> list[dict[str, Any]]:

@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any, Final
 
 import psycopg
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from delivery.helpers import bridge_settings
 from running import PipelineThread, start
 from servers import Servers
+from waiting import wait_for
 
 from bridge.config import Config
 from conformance.cases import BridgeSpec, Case, Check, Restart, Resync, Sql, Start, Stop
 from conformance.rebuild import Checker
 
-# The bridge's own tables (incremental snapshot signals) live apart from the TAP's `public`.
-SIGNALS: Final = "conformance_bridge.signals"
 # The parametrization every case runs under: the defaults, and binary tuples with
 # in-progress transactions streamed (a case may turn streaming on in both).
 MODES: Final = {
@@ -86,7 +87,19 @@ class Replay:
 
     def _step(self, step: Any) -> None:
         if isinstance(step, Sql):
-            self._session(step.session).execute(step.text)
+            conn = self._session(step.session)
+            if step.copy is not None:
+                with conn.cursor() as cur, cur.copy(step.text) as copy:
+                    copy.write(step.copy)
+                return
+            if not step.fails:
+                conn.execute(step.text)
+                return
+            try:
+                conn.execute(step.text)
+            except psycopg.Error:
+                return
+            self.problems.append(f"{self.case.name}.sql:{step.line}: did not fail")
         elif isinstance(step, Start):
             if step.bridge is None:
                 self._bridges = [Running(s, self._config(s)) for s in self.case.bridges]
@@ -95,6 +108,7 @@ class Replay:
                     None,
                     bridge.spec.name,
                 ):
+                    _signal_topic(bridge.cfg)
                     bridge.thread = start(bridge.cfg)
                     bridge.checker = Checker(bridge.cfg, bridge.delivered)
         elif isinstance(step, Stop):
@@ -125,12 +139,42 @@ class Replay:
             self.problems += [f"{where} [{bridge.spec.name}] {p}" for p in found.problems]
 
     def _resync(self, step: Resync) -> None:
-        """An incremental snapshot of the tables, as Debezium's signal asks for one."""
-        data = json.dumps({"data-collections": list(step.tables), "type": "incremental"})
-        self._session("main").execute(
-            f"INSERT INTO {SIGNALS} VALUES (%s, 'execute-snapshot', %s)",
-            (uuid.uuid4().hex, data),
+        """An incremental snapshot of the tables, asked for as Debezium's Kafka signal asks
+        (a read-only one: nothing written to the source), waited for until the bridge's
+        notification topic says it COMPLETED."""
+        (bridge,) = [b for b in self._bridges if b.spec.name == step.bridge]
+        cfg = bridge.cfg
+        signal = uuid.uuid4().hex
+        data = {"data-collections": list(step.tables), "type": "incremental"}
+        producer = Producer(cfg.kafka.client_config())
+        producer.produce(
+            str(cfg.snapshot.signal_kafka_topic),
+            key=cfg.kafka.topic_prefix,
+            value=json.dumps({"id": signal, "type": "execute-snapshot", "data": data}),
         )
+        assert producer.flush(30) == 0, "the signal was not delivered"
+        consumer = Consumer(
+            {
+                **cfg.kafka.client_config(),
+                "group.id": f"conformance-{signal}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([str(cfg.snapshot.notification_topic)])
+        try:
+
+            def completed() -> bool:
+                assert bridge.thread is not None
+                bridge.thread.check()
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error() is not None or msg.value() is None:
+                    return False
+                note = json.loads(msg.value() or b"{}")
+                return bool(note.get("id") == signal and note.get("type") == "COMPLETED")
+
+            wait_for(completed, TIMEOUT, f"the incremental snapshot of {step.tables}", every=0)
+        finally:
+            consumer.close()
 
     def _config(self, spec: BridgeSpec) -> Config:
         settings = bridge_settings(
@@ -144,15 +188,28 @@ class Replay:
         source = settings["source"]
         source.update(MODES[self.mode])
         source.update(publication_mode="disabled", status_interval_s=0.2)
-        source.update(spec.options)
         settings["snapshot"] = {"mode": "initial", "progress_bar": "never"}
+        if any(isinstance(step, Resync) and step.bridge == spec.name for step in self.case.steps):
+            prefix = settings["kafka"]["topic_prefix"]
+            settings["snapshot"].update(
+                read_only=True,
+                signal_kafka_topic=f"{prefix}.signals",
+                notification_topic=f"{prefix}.notifications",
+            )
         settings["log"] = {"level": "WARNING"}
+        for key, value in spec.options.items():  # source.X by default: `name=value`
+            section, dot, name = key.partition(".")
+            if dot:
+                settings.setdefault(section, {})[name] = value
+            else:
+                source[key] = value
         return Config(**settings)
 
     def _session(self, name: str) -> psycopg.Connection[Any]:
         conn = self._sessions.get(name)
         if conn is None:
-            conn = psycopg.connect(self.servers.dsn(self.dbname), autocommit=True)
+            _, _, database = name.partition("@")
+            conn = psycopg.connect(self.servers.dsn(database or self.dbname), autocommit=True)
             self._sessions[name] = conn
         return conn
 
@@ -179,6 +236,17 @@ class Replay:
         for conn in self._sessions.values():
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+def _signal_topic(cfg: Config) -> None:
+    """Create the bridge's signal topic before it subscribes (a consumer learns of a topic
+    created later only at its next metadata refresh, minutes away)."""
+    topic = cfg.snapshot.signal_kafka_topic
+    if topic is None:
+        return
+    admin = AdminClient(cfg.kafka.client_config())
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
 
 
 @contextlib.contextmanager
