@@ -242,9 +242,9 @@ class Checker:
         query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
         rows = reader.execute(query, params).fetchall()
         records, _ = encode_rows(rows, job, snapshot_source("", "", point, "true"))
-        for _, value, _ in records:
-            assert value is not None
-            after = decoder.envelope(value, f"{table.label} row").get("after") or {}
+        for record in records:
+            assert record.value is not None
+            after = decoder.envelope(record.value, f"{table.label} row").get("after") or {}
             expected[b"".join(decoder.digests(after))] += 1
         if state.rows == expected and not state.unmatched:
             found.values += len(rows) * len(decoder.fields)

@@ -1,7 +1,8 @@
 """A case replayed through the bridge, compared with PostgreSQL at each of its checks.
 
 The case's statements run on the publisher in their order; `start` starts one bridge per
-declared publication (in-process, tests/running.py) with an initial snapshot, so what the
+declared publication and mode (`MODES`, in-process, tests/running.py; each with its own slot
+and topics, so one run of the SQL feeds every mode) with an initial snapshot, so what the
 set-up wrote is read as a snapshot and the rest is streamed. At each `check` every bridge
 is compared with PostgreSQL (`rebuild.compare`): each captured table's topic, rebuilt as a
 key-based consumer must, against the table's rows, value by value.
@@ -32,8 +33,8 @@ from bridge.config import Config
 from conformance.cases import BridgeSpec, Case, Check, Restart, Resync, Sql, Start, Stop
 from conformance.rebuild import Checker
 
-# The parametrization every case runs under: the defaults, and binary tuples with
-# in-progress transactions streamed (a case may turn streaming on in both).
+# The settings every case runs under, side by side (a bridge each): the defaults, and binary
+# tuples with in-progress transactions streamed (a case may turn streaming on in both).
 MODES: Final = {
     "default": {},
     "binary-streaming": {"binary": True, "streaming": "on"},
@@ -44,6 +45,7 @@ TIMEOUT: Final = 120.0
 @dataclass
 class Running:
     spec: BridgeSpec
+    mode: str
     cfg: Config
     thread: PipelineThread | None = None
     checker: Checker | None = None
@@ -70,7 +72,6 @@ class Replay:
     case: Case
     servers: Servers
     dbname: str
-    mode: str
     workdir: Path
     problems: list[str] = field(default_factory=list)
     compared: int = 0  # table comparisons made
@@ -102,7 +103,11 @@ class Replay:
             self.problems.append(f"{self.case.name}.sql:{step.line}: did not fail")
         elif isinstance(step, Start):
             if step.bridge is None:
-                self._bridges = [Running(s, self._config(s)) for s in self.case.bridges]
+                self._bridges = [
+                    Running(s, mode, self._config(s, mode))
+                    for s in self.case.bridges
+                    for mode in MODES
+                ]
             for bridge in self._bridges:
                 if bridge.spec.later == (step.bridge is not None) and step.bridge in (
                     None,
@@ -136,13 +141,19 @@ class Replay:
             found = bridge.checker.check(check, bridge.spec.name, self._rebuild_conn(), TIMEOUT)
             self.compared += found.tables
             self.values += found.values
-            self.problems += [f"{where} [{bridge.spec.name}] {p}" for p in found.problems]
+            self.problems += [
+                f"{where} [{bridge.spec.name} {bridge.mode}] {p}" for p in found.problems
+            ]
 
     def _resync(self, step: Resync) -> None:
         """An incremental snapshot of the tables, asked for as Debezium's Kafka signal asks
         (a read-only one: nothing written to the source), waited for until the bridge's
         notification topic says it COMPLETED."""
-        (bridge,) = [b for b in self._bridges if b.spec.name == step.bridge]
+        for bridge in self._bridges:
+            if bridge.spec.name == step.bridge:
+                self._resync_one(bridge, step)
+
+    def _resync_one(self, bridge: Running, step: Resync) -> None:
         cfg = bridge.cfg
         signal = uuid.uuid4().hex
         data = {"data-collections": list(step.tables), "type": "incremental"}
@@ -176,17 +187,17 @@ class Replay:
         finally:
             consumer.close()
 
-    def _config(self, spec: BridgeSpec) -> Config:
+    def _config(self, spec: BridgeSpec, mode: str) -> Config:
         settings = bridge_settings(
             self.servers,
             self.dbname,
             f"slot_{uuid.uuid4().hex[:12]}",
             spec.publication,
             f"c_{uuid.uuid4().hex[:12]}",
-            self.workdir / f"spill-{spec.name}",
+            self.workdir / f"spill-{spec.name}-{mode}",
         )
         source = settings["source"]
-        source.update(MODES[self.mode])
+        source.update(MODES[mode])
         source.update(publication_mode="disabled", status_interval_s=0.2)
         settings["snapshot"] = {"mode": "initial", "progress_bar": "never"}
         if any(isinstance(step, Resync) and step.bridge == spec.name for step in self.case.steps):

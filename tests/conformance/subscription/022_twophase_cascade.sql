@@ -4,9 +4,11 @@
 -- node_A's side of the cascade node_A -> node_B -> node_C: prepared transactions
 -- committed, rolled back and with a nested ROLLBACK TO SAVEPOINT, first without and then
 -- with streaming (the TAP switches its subscription to streaming = on: a second bridge
--- here). node_B and node_C, subscribers, have no part.
---! bridge tap_pub_A two_phase=true streaming=off
---! bridge tap_pub_A_streaming publication=tap_pub_A two_phase=true streaming=on later
+-- here). node_B and node_C, subscribers, have no part. CREATE PUBLICATION tap_pub_A names
+-- publication tap_pub_a (an unquoted identifier is folded to lower case); a bridge's
+-- source.publication_name is the name itself.
+--! bridge tap_pub_A publication=tap_pub_a two_phase=true streaming=off
+--! bridge tap_pub_A_streaming publication=tap_pub_a two_phase=true streaming=on later
 
 CREATE TABLE tab_full (a int PRIMARY KEY);
 INSERT INTO tab_full SELECT generate_series(1,10);
