@@ -33,6 +33,11 @@ Directives, one per line:
                                                 TABLE's changes (WHY): its rows are no longer
                                                 compared with the table, only by `expect`
     --! converges TABLE                         compared with the table again
+    --! locked TABLE: WHY                       the next check does not read TABLE (a
+                                                prepared transaction holds it under an
+                                                exclusive lock no reader passes before
+                                                COMMIT PREPARED); the check still waits
+                                                for the bridge to deliver past it
     --! expect TABLE: QUERY => ROW[; ROW]       the TAP's own check on the rebuilt topic: QUERY
                                                 runs over a table TABLE holding the rows a
                                                 consumer of its topic holds, each row printed
@@ -114,10 +119,12 @@ class Check:
     expects: tuple[Expect, ...] = ()
     messages: tuple[Messages, ...] = ()
     diverged: frozenset[str] = frozenset()  # name@publication or name
+    locked: frozenset[str] = frozenset()  # not readable at this check: name or schema.name
 
     def diverges(self, label: str, bridge: str) -> bool:
         """Whether `label` (schema.table) is not compared on the bridge named `bridge`."""
-        return bool({f"{label}", f"{label}@{bridge}"} & {qualified(t) for t in self.diverged})
+        unread = self.diverged | self.locked
+        return bool({f"{label}", f"{label}@{bridge}"} & {qualified(t) for t in unread})
 
     def expectations(self, bridge: str) -> list[tuple[str, Expect]]:
         """(schema.table, expect) of this check on the bridge named `bridge`."""
@@ -193,6 +200,7 @@ def load(path: Path, major: int) -> Case:
     diverged: set[str] = set()
     expects: list[Expect] = []
     messages: list[Messages] = []
+    locked: set[str] = set()
     active = [True]  # the `if` blocks' states, innermost last
     chunk: list[str] = []
     chunk_line = 0
@@ -275,8 +283,16 @@ def load(path: Path, major: int) -> Case:
             case.steps.append(Stop(number, rest))
         elif word == "check":
             _need_started(started, where)
-            case.steps.append(Check(number, tuple(expects), tuple(messages), frozenset(diverged)))
-            expects, messages = [], []
+            case.steps.append(
+                Check(
+                    number,
+                    tuple(expects),
+                    tuple(messages),
+                    frozenset(diverged),
+                    frozenset(locked),
+                )
+            )
+            expects, messages, locked = [], [], set()
         elif word == "session":
             name, _, database = rest.partition(" database=")
             session = f"{name.strip()}@{database.strip()}" if database else name.strip()
@@ -297,6 +313,11 @@ def load(path: Path, major: int) -> Case:
             if not colon or not why.strip():
                 raise CaseError(f"{where}: diverges TABLE: WHY")
             diverged.add(table.strip())
+        elif word == "locked":
+            table, colon, why = rest.partition(":")
+            if not colon or not why.strip():
+                raise CaseError(f"{where}: locked TABLE: WHY")
+            locked.add(table.strip())
         elif word == "converges":
             diverged.discard(rest.strip())
         elif word == "expect":
@@ -320,8 +341,8 @@ def load(path: Path, major: int) -> Case:
         raise CaseError(f"{path.name}: an if without endif")
     if not case.bridges or not started:
         raise CaseError(f"{path.name}: a case declares a bridge and starts it")
-    if expects or messages:
-        raise CaseError(f"{path.name}: expect or messages lines after the last check")
+    if expects or messages or locked:
+        raise CaseError(f"{path.name}: expect, messages or locked lines after the last check")
     return case
 
 

@@ -28,11 +28,12 @@ by one consumer per bridge.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -61,8 +62,8 @@ from bridge.snapshot.reader import (
 )
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.run import captured_tables
-from bridge.verify.state import Decoder, TopicState, commit_lsn
-from bridge.verify.topic import _with_lsn
+from bridge.verify.state import Decoder, Entry, TopicState
+from bridge.verify.topic import record_keys
 from conformance.cases import Check, Expect, Messages
 
 OLD_KEY: Final = "__debezium.oldkey"
@@ -127,6 +128,12 @@ class Topics:
         }
 
 
+# Every read of a check waits for a lock with a deadline: a table a prepared transaction
+# holds (test_decoding/twophase's CLUSTER) fails the check instead of hanging it; a case
+# marks such a table `locked` at that check.
+_LOCK_TIMEOUT: Final = "SET lock_timeout = '30s'"
+
+
 class Checker:
     """One bridge's checks over a case: `delivered(point)` says whether the bridge has
     delivered everything committed before the WAL position `point`."""
@@ -158,6 +165,7 @@ class Checker:
         publication = name
         conninfo = self.cfg.source.conninfo()
         with contextlib.closing(psycopg.connect(**conninfo, autocommit=True)) as catalog:
+            catalog.execute(_LOCK_TIMEOUT)
             tables = captured_tables(self.cfg, catalog, ())
             fresh = [t for t in tables if t.relation not in self._jobs]
             if fresh:
@@ -169,6 +177,7 @@ class Checker:
             reader.autocommit = False
             reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             reader.read_only = True
+            reader.execute(_LOCK_TIMEOUT)  # takes no snapshot: the LSN query below does
             row = reader.execute("SELECT (pg_current_wal_insert_lsn() - '0/0')::bigint").fetchone()
             assert row is not None and reader.info.transaction_status == TransactionStatus.INTRANS
             point = int(row[0])
@@ -213,10 +222,11 @@ class Checker:
         partitions = self.topics.read(job.topic, timeout)
         if table.method != METHOD_KEY or key_schema is None:
             return self._keyless(reader, table, job, decoder, partitions, point, found)
-        with contextlib.closing(TopicState(decoder, point)) as state:
-            self._fold(state, job.topic, partitions)
+        with contextlib.closing(TopicState(decoder, point, topic=job.topic)) as state:
+            self._fold(state, partitions)
             result = TableResult(table.label, job.topic)
-            compare_table(reader, table, job, state, result)
+            keys = functools.partial(record_keys, self.cfg, job.topic)
+            compare_table(reader, table, job, state, result, keys)
         if result.ok:
             found.values += result.rows * len(decoder.fields)
             return None
@@ -237,7 +247,7 @@ class Checker:
         found: Found,
     ) -> str | None:
         state = Multiset(decoder, point)
-        self._fold(state, job.topic, partitions)
+        state.fold_topic(job.topic, partitions)
         expected: Counter[bytes] = Counter()
         query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
         rows = reader.execute(query, params).fetchall()
@@ -245,7 +255,7 @@ class Checker:
         for record in records:
             assert record.value is not None
             after = decoder.envelope(record.value, f"{table.label} row").get("after") or {}
-            expected[b"".join(decoder.digests(after))] += 1
+            expected[_row(after)] += 1
         if state.rows == expected and not state.unmatched:
             found.values += len(rows) * len(decoder.fields)
             return None
@@ -382,21 +392,28 @@ class Checker:
         return [*keyed.values(), *bag]
 
     @staticmethod
-    def _fold(state: Any, topic: str, partitions: Mapping[int, list[Any]]) -> None:
-        """Fold the records in commit-LSN order across partitions, as verify reads them."""
-        streams = [
-            _with_lsn(state.decoder, topic, ((int(m.offset()), m) for m in records))
-            for records in partitions.values()
-        ]
-        for _, _, where, msg, env, row in heapq.merge(*streams, key=lambda t: t[0]):
-            state.fold(where, msg.partition(), msg.key(), env, msg.headers(), row)
+    def _fold(state: TopicState, partitions: Mapping[int, list[Any]]) -> None:
+        """Fold the records in commit-LSN order across partitions, as verify reads them
+        (`bridge.verify.topic.read_topic`)."""
+
+        def entries(partition: int, records: list[Any]) -> Iterator[Entry]:
+            for msg in records:
+                found = state.entry(partition, msg.offset(), msg.key(), msg.value(), msg.headers)
+                if found is not None:
+                    yield found
+
+        streams = [entries(p, records) for p, records in partitions.items()]
+        for entry in heapq.merge(*streams, key=lambda e: e.lsn):
+            state.put(entry)
 
 
 # -- tables without a key ----------------------------------------------------------------
 
 
 class Multiset:
-    """A keyless topic's fold (TopicState's `fold`), keeping a multiset of rows."""
+    """A keyless topic folded as a multiset of rows, in commit-LSN order across partitions:
+    an insert adds its row, a delete removes its before-image's row, an update both, a
+    TRUNCATE empties it. Rows are compared as their decoded wire values (`_row`)."""
 
     def __init__(self, decoder: Decoder, point: int) -> None:
         self.decoder = decoder
@@ -404,18 +421,22 @@ class Multiset:
         self.rows: Counter[bytes] = Counter()
         self.unmatched: list[str] = []  # deletes and updates of rows the fold does not hold
 
-    def fold(
-        self,
-        where: str,
-        partition: int,
-        key: bytes | None,
-        env: Mapping[str, Any] | None,
-        headers: Iterable[tuple[str, bytes | None]] | None,
-        row: bytes | None = None,
-    ) -> None:
-        if env is None:
-            return
-        op, lsn = env.get("op"), commit_lsn(env)
+    def fold_topic(self, topic: str, partitions: Mapping[int, list[Any]]) -> None:
+        def decoded(records: list[Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+            for msg in records:
+                value = msg.value()
+                if value is None:
+                    continue
+                where = f"topic {topic} partition {msg.partition()} offset {msg.offset()}"
+                env = self.decoder.envelope(value, where)
+                yield commit_lsn(env), where, env
+
+        streams = [decoded(records) for records in partitions.values()]
+        for lsn, where, env in heapq.merge(*streams, key=lambda t: t[0]):
+            self.fold(lsn, where, env)
+
+    def fold(self, lsn: int, where: str, env: Mapping[str, Any]) -> None:
+        op = env.get("op")
         if (lsn > self.point) if op == "r" else (lsn >= self.point):
             return
         if op == "t":
@@ -423,13 +444,26 @@ class Multiset:
             return
         if op in ("u", "d"):
             before = env.get("before")
-            gone = None if before is None else self._row(before)
+            gone = None if before is None else _row(before)
             if gone is None or self.rows[gone] == 0:
                 self.unmatched.append(f"{where}: {op} of a row the topic does not hold")
             else:
                 self.rows[gone] -= 1
         if op in ("c", "r", "u"):
-            self.rows[self._row(env.get("after") or {})] += 1
+            self.rows[_row(env.get("after") or {})] += 1
 
-    def _row(self, row: Mapping[str, Any]) -> bytes:
-        return b"".join(self.decoder.digests(row))
+
+def _row(row: Mapping[str, Any]) -> bytes:
+    """A decoded row (wire values, `Decoder.envelope`) as comparable bytes."""
+    return json.dumps(row, sort_keys=True, default=repr).encode()
+
+
+def commit_lsn(envelope: Mapping[str, Any]) -> int:
+    """A record's commit LSN (`source.commit_lsn`, or `source.lsn` where the source block
+    has none), as verify orders records (`bridge.verify.state`)."""
+    source = envelope.get("source") or {}
+    for name in ("commit_lsn", "lsn"):
+        found = source.get(name)
+        if found is not None:
+            return int(found)
+    return 0

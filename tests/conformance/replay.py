@@ -25,6 +25,7 @@ import psycopg
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from delivery.helpers import bridge_settings
+from psycopg import sql
 from running import PipelineThread, start
 from servers import Servers
 from waiting import wait_for
@@ -73,6 +74,7 @@ class Replay:
     servers: Servers
     dbname: str
     workdir: Path
+    modes: tuple[str, ...] = tuple(MODES)  # the bridges per declared bridge, side by side
     problems: list[str] = field(default_factory=list)
     compared: int = 0  # table comparisons made
     values: int = 0  # values found equal
@@ -106,7 +108,7 @@ class Replay:
                 self._bridges = [
                     Running(s, mode, self._config(s, mode))
                     for s in self.case.bridges
-                    for mode in MODES
+                    for mode in self.modes
                 ]
             for bridge in self._bridges:
                 if bridge.spec.later == (step.bridge is not None) and step.bridge in (
@@ -267,4 +269,16 @@ def database(servers: Servers) -> Iterator[str]:
     try:
         yield name
     finally:
+        _rollback_prepared(servers, name)
         servers.drop_database(name)
+
+
+def _rollback_prepared(servers: Servers, dbname: str) -> None:
+    """Roll back what a failed case left prepared: a prepared transaction outlives its
+    session and would keep the database from being dropped."""
+    with psycopg.connect(servers.dsn(dbname), autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchall()
+        for (gid,) in rows:
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))

@@ -58,6 +58,7 @@ FROM pg_locks
 WHERE locktype = 'relation'
   AND relation = 'test_prepared1'::regclass;
 SET statement_timeout = '180s';
+--! locked test_prepared1: the prepared CLUSTER holds it under an ACCESS EXCLUSIVE lock until COMMIT PREPARED; the script checks that decoding is not blocked, which the check's wait for delivery shows
 --! check
 RESET statement_timeout;
 COMMIT PREPARED 'test_prepared_lock';
