@@ -109,7 +109,9 @@ class Topics:
             for msg in self._consumer.consume(500, 0.1):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                self._records[(msg.topic(), msg.partition())].append(msg)
+                name, partition = msg.topic(), msg.partition()
+                assert name is not None and partition is not None
+                self._records[(name, partition)].append(msg)
             behind = {p for p in behind if self._next(topic, p) < ends[p]}
             assert time.monotonic() < deadline, f"{topic} not read to its end {ends}"
         return {p: self._records[(topic, p)] for p in ends}
@@ -298,7 +300,7 @@ class Checker:
             sql.SQL("CREATE TEMPORARY TABLE {} ({})").format(
                 ident,
                 sql.SQL(", ").join(
-                    sql.SQL("{} ").format(sql.Identifier(c)) + sql.SQL(types[c])  # type: ignore[arg-type]
+                    sql.SQL("{} ").format(sql.Identifier(c)) + sql.SQL(types[c])
                     for c in columns
                 ),
             )
