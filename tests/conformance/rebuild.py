@@ -148,6 +148,7 @@ class Checker:
         self._writers: dict[int, str] = {}
         self._registry = registry
         self._jobs: dict[Relation, TableJob] = {}
+        self._tables: list[SnapshotTable] | None = None  # the last check's
         self._schemas = open_registry(cfg)  # the encoders' registrations, one client
 
     def close(self) -> None:
@@ -166,14 +167,21 @@ class Checker:
         found = Found()
         publication = name
         conninfo = self.cfg.source.conninfo()
-        with contextlib.closing(psycopg.connect(**conninfo, autocommit=True)) as catalog:
-            catalog.execute(_LOCK_TIMEOUT)
-            tables = captured_tables(self.cfg, catalog, ())
-            fresh = [t for t in tables if t.relation not in self._jobs]
-            if fresh:
-                jobs = build_jobs(self.cfg, catalog, fresh, self._schemas)
-                for table in fresh:
-                    self._jobs[table.relation] = jobs[table.label]
+        if check.locked and self._tables is not None:
+            # PostgreSQL 18's pg_publication_tables opens every table it lists, so it waits
+            # for the lock too: the tables are the previous check's (the locked one is not
+            # compared, and the others are not changed by the transaction holding it)
+            tables = self._tables
+        else:
+            with contextlib.closing(psycopg.connect(**conninfo, autocommit=True)) as catalog:
+                catalog.execute(_LOCK_TIMEOUT)
+                tables = captured_tables(self.cfg, catalog, ())
+                fresh = [t for t in tables if t.relation not in self._jobs]
+                if fresh:
+                    jobs = build_jobs(self.cfg, catalog, fresh, self._schemas)
+                    for table in fresh:
+                        self._jobs[table.relation] = jobs[table.label]
+            self._tables = tables
         reader = connect(conninfo, {c.type_oid for t in tables for c in t.relation.columns})
         with contextlib.closing(reader):
             reader.autocommit = False

@@ -31,6 +31,7 @@ from servers import Servers
 from waiting import wait_for
 
 from bridge.config import Config
+from bridge.source.libpq import CommandError
 from conformance.cases import BridgeSpec, Case, Check, Restart, Resync, Sql, Start, Stop
 from conformance.rebuild import Checker
 
@@ -41,6 +42,11 @@ MODES: Final = {
     "binary-streaming": {"binary": True, "streaming": "on"},
 }
 TIMEOUT: Final = 120.0
+# How often one bridge of a case may be restarted after PostgreSQL chose its walsender as
+# a deadlock victim (`Running.checked`), and a statement retried after it chose the
+# statement's session: enough for the catalog rewrites of test_decoding/rewrite.
+DEADLOCK_RETRIES: Final = 3
+DEADLOCK: Final = "40P01"  # PostgreSQL's sqlstate deadlock_detected
 
 
 @dataclass
@@ -50,14 +56,34 @@ class Running:
     cfg: Config
     thread: PipelineThread | None = None
     checker: Checker | None = None
+    restarts: int = 0  # after PostgreSQL ended the walsender as a deadlock victim
+
+    def checked(self) -> PipelineThread:
+        """The bridge's thread, alive: raises what the bridge died of, except when
+        PostgreSQL ended its walsender as a deadlock victim (a REINDEX of pg_class's
+        indexes while the walsender reads the catalog, test_decoding/rewrite: a deadlock
+        of two server processes). The bridge then exits as it does on any lost
+        replication connection, and is started again, as a pod's restart policy starts
+        it (and PostgreSQL's launcher an apply worker that exited on an error); it
+        resumes from its slot, and the case's comparisons say whether anything was lost."""
+        thread = self.thread
+        assert thread is not None
+        if (
+            thread.error is not None
+            and _deadlock_victim(thread.error)
+            and self.restarts < DEADLOCK_RETRIES
+        ):
+            thread.join()
+            self.restarts += 1
+            self.thread = thread = start(self.cfg)
+        thread.check()
+        return thread
 
     def delivered(self, point: int) -> bool:
         """The pipeline has seen the WAL up to `point` and has nothing open or in flight:
         what committed before `point` is in Kafka (its slot's confirmed position may stay
         below an undecided PREPARE, so it cannot say)."""
-        assert self.thread is not None
-        self.thread.check()
-        pipeline = self.thread.pipeline
+        pipeline = self.checked().pipeline
         idle = pipeline.assembler.idle_wal_end()
         tracker = pipeline.tracker
         return (
@@ -81,6 +107,11 @@ class Replay:
     _sessions: dict[str, psycopg.Connection[Any]] = field(default_factory=dict)
     _bridges: list[Running] = field(default_factory=list)
 
+    @property
+    def restarts(self) -> int:
+        """Restarts of the case's bridges after a deadlock (`Running.checked`)."""
+        return sum(b.restarts for b in self._bridges)
+
     def run(self) -> None:
         try:
             for step in self.case.steps:
@@ -96,7 +127,7 @@ class Replay:
                     copy.write(step.copy)
                 return
             if not step.fails:
-                conn.execute(step.text)
+                _execute(conn, step.text)
                 return
             try:
                 conn.execute(step.text)
@@ -139,7 +170,7 @@ class Replay:
             if bridge.thread is None:
                 continue  # not started yet, or stopped
             assert bridge.checker is not None
-            bridge.thread.check()  # raises what it died of
+            bridge.checked()  # raises what it died of
             found = bridge.checker.check(check, bridge.spec.name, self._rebuild_conn(), TIMEOUT)
             self.compared += found.tables
             self.values += found.values
@@ -177,8 +208,7 @@ class Replay:
         try:
 
             def completed() -> bool:
-                assert bridge.thread is not None
-                bridge.thread.check()
+                bridge.checked()
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error() is not None or msg.value() is None:
                     return False
@@ -249,6 +279,32 @@ class Replay:
         for conn in self._sessions.values():
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+def _deadlock_victim(error: BaseException) -> bool:
+    """Whether `error` (or what caused it) is PostgreSQL's 40P01, deadlock detected."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, psycopg.errors.DeadlockDetected) or (
+            isinstance(cause, CommandError) and cause.sqlstate == DEADLOCK
+        ):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _execute(conn: psycopg.Connection[Any], statement: str) -> None:
+    """Run `statement`; again when PostgreSQL chose it as a deadlock victim outside a
+    transaction block (its REINDEX against the walsender's catalog reads, see
+    `Running.checked`): psql's script meets no walsender reading at the same time."""
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            conn.execute(statement)
+            return
+        except psycopg.errors.DeadlockDetected:
+            idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if not idle or attempt == DEADLOCK_RETRIES:
+                raise
 
 
 def _signal_topic(cfg: Config) -> None:

@@ -37,9 +37,11 @@ SELECT 'test_prepared_1' AS relation, locktype, mode
 FROM pg_locks
 WHERE locktype = 'relation'
   AND relation = 'test_prepared1'::regclass;
+--! locked test_prepared1: the prepared ALTER TABLE holds it under an ACCESS EXCLUSIVE lock until COMMIT PREPARED (the script's pg_locks query shows it)
 --! check
 
 INSERT INTO test_prepared2 VALUES (5);
+--! locked test_prepared1: still held by the prepared ALTER TABLE; the script checks that test_prepared2's insert is decoded meanwhile
 --! check
 
 COMMIT PREPARED 'test_prepared#3';
