@@ -70,7 +70,7 @@ class Running:
         assert thread is not None
         if (
             thread.error is not None
-            and _deadlock_victim(thread.error)
+            and deadlock_victim(thread.error)
             and self.restarts < DEADLOCK_RETRIES
         ):
             thread.join()
@@ -281,7 +281,7 @@ class Replay:
                 conn.close()
 
 
-def _deadlock_victim(error: BaseException) -> bool:
+def deadlock_victim(error: BaseException) -> bool:
     """Whether `error` (or what caused it) is PostgreSQL's 40P01, deadlock detected."""
     cause: BaseException | None = error
     while cause is not None:

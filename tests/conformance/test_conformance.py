@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Final, NamedTuple
 
+import psycopg
 import pytest
 from servers import SERVERS, Servers
 
+from bridge.source.libpq import CommandError
 from conformance.cases import HERE, case_files, case_name, load
-from conformance.replay import MODES, Replay, database
+from conformance.replay import MODES, Replay, database, deadlock_victim
 
 pytestmark = pytest.mark.conformance
 
@@ -152,3 +154,20 @@ def test_plans_cover_every_case_server_and_mode() -> None:
     full = plan("full")
     assert {(r.server, r.path) for r in full} == {(s, p) for s in SERVERS for p in case_files()}
     assert all(r.modes == tuple(MODES) for r in full)
+
+
+def test_only_a_deadlock_victim_is_restarted() -> None:
+    """The harness restarts a bridge only when PostgreSQL ended its walsender as a deadlock
+    victim (40P01), also when that came wrapped in another error; anything else ends it."""
+    deadlock = CommandError("START_REPLICATION", "40P01", "deadlock detected")
+    assert deadlock_victim(deadlock)
+    try:
+        try:
+            raise deadlock
+        except CommandError as exc:
+            raise RuntimeError("replication connection lost") from exc
+    except RuntimeError as wrapped:
+        assert deadlock_victim(wrapped)
+    assert not deadlock_victim(CommandError("START_REPLICATION", "XX000", "internal error"))
+    assert not deadlock_victim(psycopg.errors.LockNotAvailable("lock timeout"))
+    assert not deadlock_victim(RuntimeError("pipeline stopped"))
