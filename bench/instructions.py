@@ -22,6 +22,8 @@ does per second instead of per row would grow with the drain's wall time:
   JSON document built, then parsed by the bridge's metrics) are counted apart, as the
   inclusive cost of `rd_kafka_stats_emit_tmr_cb` and of the client's `stats_cb`, and
   subtracted: "time-driven" in the output;
+* the producer's look for new broker connections to arm (`Producer._arm_sockets`, at most
+  once a second: bridge/kafka/sockets.py) is subtracted the same way (inclusive);
 * the pipeline's idle turns (`Pipeline._idle`: nothing to read, mostly the drain's tail
   waiting for its last batches' `linger.ms`: their number is the wait over the turn's
   wall time) are subtracted the same way (inclusive);
@@ -76,9 +78,13 @@ import e2e
 # The per-second work subtracted from the count (inclusive: everything they call).
 # The pipeline's idle turn (compiled), subtracted inclusive like the statistics. (Turning
 # callgrind's collection off inside it with --toggle-collect counted nothing outside it,
-# even with --collect-atstart=yes.) A stats callback it polls is then subtracted twice.
+# even with --collect-atstart=yes.) A stats callback or socket look it polls is then
+# subtracted twice.
 IDLE_TURN = "CPyDef_pipeline___Pipeline____idle"
-TIME_DRIVEN = ("rd_kafka_stats_emit_tmr_cb", "stats_cb", IDLE_TURN)
+# The producer's look for new broker connections to arm (bridge/kafka/sockets.py), made
+# from its polls at most once a second.
+ARM_SOCKETS = "CPyDef_producer___Producer____arm_sockets"
+TIME_DRIVEN = ("rd_kafka_stats_emit_tmr_cb", "stats_cb", IDLE_TURN, ARM_SOCKETS)
 PRODUCE_REQUEST = "rd_kafka_msgset_create_ProduceRequest"
 # Where a function's own instructions are counted, by the file its code is in.
 COMPONENTS = (

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from typing import Any
 
 import pytest
 
-from bridge.kafka.sockets import BrokerSockets, endpoint, peers_by_inode, stats_endpoints
+from bridge.kafka.acks import AckTracker
+from bridge.kafka.producer import Producer
+from bridge.kafka.sockets import BrokerSockets, endpoint, stats_endpoints
 
 
 def test_endpoints_from_bootstrap_entries_and_statistics() -> None:
@@ -19,16 +22,6 @@ def test_endpoints_from_bootstrap_entries_and_statistics() -> None:
     stats = {"brokers": {"b:9092/1": {"nodename": "b:9092"}, "x/bootstrap": {"nodename": ""}}}
     assert stats_endpoints(json.dumps(stats)) == {("b", 9092)}
     assert stats_endpoints("not json") == set()
-
-
-def test_proc_net_tcp_lines() -> None:
-    table = (
-        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
-        "timeout inode\n"
-        "   0: 0100007F:A1B2 0100007F:2384 01 00000000:00000000 00:00000000 00000000     0 "
-        "       0 424242 1 0000000000000000 20 4 30 10 -1\n"
-    )
-    assert list(peers_by_inode(table)) == [(424242, ("127.0.0.1", 0x2384))]
 
 
 @pytest.fixture
@@ -79,3 +72,73 @@ def test_an_armed_connection_closes_with_a_reset(
             client.close()
             with pytest.raises(ConnectionResetError):
                 peer.recv(1)
+
+
+def _linger(sock: socket.socket) -> tuple[int, int]:
+    on, seconds = struct.unpack("ii", sock.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8))
+    return on, seconds
+
+
+def test_tick_arms_a_connection_made_since_the_last_pass_once_a_second() -> None:
+    """A reconnect between statistics reports: armed by the poll path within a second."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    now = [100.0]
+    sockets = BrokerSockets(f"127.0.0.1:{port}", interval_s=1.0, clock=lambda: now[0])
+    with server, socket.create_connection(("127.0.0.1", port)) as first:
+        assert sockets.tick() == 1
+        with socket.create_connection(("127.0.0.1", port)) as second:
+            now[0] += 0.5
+            assert sockets.tick() == 0  # not yet: at most one pass a second
+            assert _linger(second) == (0, 0)
+            now[0] += 0.5
+            assert sockets.tick() == 1
+            assert _linger(second) == (1, 0)
+            assert _linger(first) == (1, 0)
+
+
+def test_a_connection_to_a_broker_named_later_is_armed_then(
+    connected: tuple[socket.socket, socket.socket, int],
+) -> None:
+    """A connection passed over as not a broker's is looked at again once a report names it."""
+    server, client, port = connected
+    with server, client:
+        sockets = BrokerSockets("elsewhere.invalid:1", interval_s=0.0)
+        assert sockets.tick() == 0
+        assert sockets.tick() == 0
+        sockets.learn(json.dumps({"brokers": {"1": {"nodename": f"127.0.0.1:{port}"}}}))
+        assert _linger(client) == (1, 0)
+
+
+class _IdleClient:
+    """A librdkafka client that never calls back: only the socket arming is under test."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.conf = conf
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def purge(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_producer_arms_new_broker_connections_when_polled(
+    connected: tuple[socket.socket, socket.socket, int],
+) -> None:
+    """No statistics report between the connection and the poll: the poll path arms it."""
+    server, client, port = connected
+    producer = Producer(
+        {"bootstrap.servers": f"127.0.0.1:{port}"}, AckTracker(), client=_IdleClient
+    )
+    with server, client:
+        assert _linger(client) == (0, 0)
+        producer.poll()
+        assert _linger(client) == (1, 0)
+        producer.close()

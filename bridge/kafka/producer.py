@@ -215,7 +215,8 @@ class Producer:
             )
         overrides = overrides or {}
         conf = producer_config(client_config, overrides)
-        # No stale retransmission after this process: see bridge/kafka/sockets.py.
+        # No stale retransmission after this process: see bridge/kafka/sockets.py. Its
+        # sockets are armed from every poll (at most once a second) and statistics report.
         self._sockets = BrokerSockets(str(conf.get("bootstrap.servers", "")))
         conf["stats_cb"] = self._on_stats(conf.get("stats_cb"))
         conf.setdefault("statistics.interval.ms", SOCKET_CHECK_INTERVAL_MS)
@@ -245,6 +246,11 @@ class Producer:
                 observer(report)
 
         return stats
+
+    def _arm_sockets(self) -> None:
+        """Broker connections made since the last look abort on close (at most once a
+        second: bench/instructions.py counts this apart, as time-driven)."""
+        self._sockets.tick()
 
     def produce(self, record: KafkaRecord, handle: TxHandle) -> None:
         """Queue one record of `handle`'s transaction; blocks (serviced) while full.
@@ -286,6 +292,7 @@ class Producer:
         if self._unpolled >= self._poll_every:
             self._unpolled = 0
             self._poll(0)
+            self._arm_sockets()
             tracker.raise_if_failed()
 
     # Kafka transactions (exactly-once mode; bridge.kafka.eos decides when they start and end).
@@ -326,6 +333,7 @@ class Producer:
         """Serve delivery reports (the pipeline calls this when the source is idle)."""
         self._unpolled = 0
         self._poll(timeout)
+        self._arm_sockets()
         self._tracker.raise_if_failed()
 
     def flush(self, timeout: float) -> bool:
@@ -341,6 +349,7 @@ class Producer:
                 )
             except KafkaException as exc:  # a transactional client in a fatal state (fenced)
                 raise _transaction_error(exc) from None
+            self._arm_sockets()
             self._tracker.raise_if_failed()
             if left == 0:
                 return True
@@ -381,4 +390,5 @@ class Producer:
         self.blocked_turns += 1
         self._while_blocked()
         self._poll(self._blocked_poll_s)
+        self._arm_sockets()
         self._tracker.raise_if_failed()

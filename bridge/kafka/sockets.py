@@ -12,25 +12,29 @@ What librdkafka already put on the wire still arrives, ahead of anything a succe
 on the same path.
 
 librdkafka has no setting for it and the Python client exposes no socket callback, so the
-sockets are found in /proc/self: the TCP sockets whose peer is a broker (the bootstrap
-servers and the brokers named in the client's statistics). Armed when the client is made
-(nothing is connected yet, so at the first statistics), at every statistics report and
-just before the client is closed. Without /proc (not Linux) it does nothing.
+sockets are found in /proc/self/fd and asked for their peer: the TCP connections to a
+broker (the bootstrap servers and the brokers named in the client's statistics). Armed
+about once a second from the producer's poll path (a connection made after a broker
+restart is armed within a second, not at the next 5 s statistics report), at every
+statistics report and just before the client is closed. A pass lists /proc/self/fd
+(~60 us) and opens only the sockets it has not seen (a dup and a getpeername each);
+/proc/net/tcp, 8 ms a read on a busy host, is not read. A broker that neither the
+bootstrap list nor a statistics report has named yet (one learned from metadata, in the
+first seconds of a run) has its connections armed once a report names it. Without /proc
+(not Linux) it does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import socket
 import struct
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
-
-log: Final = logging.getLogger("bridge.kafka")
 
 _LINGER_ABORT: Final = struct.pack("ii", 1, 0)
 _PROC: Final = Path("/proc/self")
@@ -57,48 +61,59 @@ def stats_endpoints(stats: str) -> set[tuple[str, int]]:
     return {e for name in names if (e := endpoint(name)) is not None}
 
 
-def _proc_address(text: str) -> tuple[str, int]:
-    """`/proc/net/tcp{,6}`'s hex address:port (the address in host byte order per word)."""
-    addr, port = text.split(":")
-    raw = bytes.fromhex(addr)
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    family = socket.AF_INET if len(words) == 4 else socket.AF_INET6
-    return socket.inet_ntop(family, words), int(port, 16)
-
-
-def peers_by_inode(table: str) -> Iterator[tuple[int, tuple[str, int]]]:
-    """(socket inode, remote (address, port)) of every entry of a /proc/net/tcp{,6} text."""
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 9 and fields[9].isdigit():
-            yield int(fields[9]), _proc_address(fields[2])
-
-
 def _normal(address: str) -> str:
     """An IPv4-mapped IPv6 address as the IPv4 one."""
     return address[7:] if address.startswith("::ffff:") and "." in address else address
 
 
 class BrokerSockets:
-    """Finds this process's connections to the brokers and makes them abort on close."""
+    """Finds this process's connections to the brokers and makes them abort on close.
 
-    def __init__(self, bootstrap: str) -> None:
+    `tick` is for a hot loop: it does nothing until `interval_s` has passed since the
+    last pass (`clock` is for tests).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        interval_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._names = {e for part in bootstrap.split(",") if (e := endpoint(part)) is not None}
         self._addresses: set[tuple[str, int]] = set()
         self._resolved: set[tuple[str, int]] = set()
-        self._armed: set[int] = set()  # socket inodes done
+        # Socket inodes passed over on later passes: armed, and the others (not a TCP
+        # connection, listening, a peer not named as a broker: rechecked once more when
+        # a new broker is named).
+        self._armed: set[int] = set()
+        self._others: set[int] = set()
+        self._interval_s = interval_s
+        self._clock = clock
+        self._next = clock()
 
     def learn(self, stats: str) -> None:
         """Take the brokers a statistics report names, then arm their sockets."""
         self._names |= stats_endpoints(stats)
         self.arm()
 
+    def tick(self) -> int:
+        """`arm` at most once per interval; how many were armed."""
+        now = self._clock()
+        if now < self._next:
+            return 0
+        self._next = now + self._interval_s
+        return self.arm()
+
     def _resolve(self) -> None:
+        known = len(self._addresses)
         for host, port in self._names - self._resolved:
             self._resolved.add((host, port))
             with contextlib.suppress(OSError):
                 for *_, sockaddr in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP):
                     self._addresses.add((_normal(str(sockaddr[0])), port))
+        if len(self._addresses) > known:
+            self._others.clear()
 
     def arm(self) -> int:
         """Set linger 0 on every broker connection not yet armed; how many were armed."""
@@ -106,25 +121,36 @@ class BrokerSockets:
             sockets = dict(self._socket_fds())
         except OSError:
             return 0  # no /proc: not Linux
+        self._armed &= sockets.keys()  # closed ones: their inodes may come back
+        self._others &= sockets.keys()
         self._resolve()
         armed = 0
-        for inode, peer in self._peers():
-            fd = sockets.get(inode)
-            if (
-                fd is None
-                or inode in self._armed
-                or (_normal(peer[0]), peer[1]) not in (self._addresses)
-            ):
+        for inode, fd in sockets.items():
+            if inode in self._armed or inode in self._others:
                 continue
             try:
-                # A duplicate of librdkafka's descriptor: options belong to the socket.
-                with socket.socket(fileno=os.dup(fd)) as sock:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ABORT)
+                armed += self._arm_one(inode, fd)
             except OSError:
-                continue  # closed meanwhile
-            self._armed.add(inode)
-            armed += 1
+                continue  # closed meanwhile, or still connecting: the next pass
         return armed
+
+    def _arm_one(self, inode: int, fd: int) -> int:
+        # A duplicate of librdkafka's descriptor: options belong to the socket.
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            if (
+                sock.family not in (socket.AF_INET, socket.AF_INET6)
+                or sock.type != socket.SOCK_STREAM
+                or sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            ):
+                self._others.add(inode)
+                return 0
+            host, port, *_ = sock.getpeername()  # OSError while connecting: next pass
+            if (_normal(str(host)), port) not in self._addresses:
+                self._others.add(inode)
+                return 0
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ABORT)
+        self._armed.add(inode)
+        return 1
 
     @staticmethod
     def _socket_fds() -> Iterable[tuple[int, int]]:
@@ -133,9 +159,3 @@ class BrokerSockets:
                 target = os.readlink(entry.path)
                 if target.startswith("socket:["):
                     yield int(target[8:-1]), int(entry.name)
-
-    @staticmethod
-    def _peers() -> Iterator[tuple[int, tuple[str, int]]]:
-        for name in ("tcp", "tcp6"):
-            with contextlib.suppress(OSError):
-                yield from peers_by_inode((_PROC / "net" / name).read_text())
