@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from spark_apply import jvm_cpu_seconds, start_stack  # noqa: E402
+from spark_apply import start_stack  # noqa: E402
+from spark_common import jvm_cpu_seconds  # noqa: E402
 
 from bridge.build import build_pipeline  # noqa: E402
 from bridge.config import Config  # noqa: E402

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
@@ -61,7 +61,7 @@ from bridge.spark.formats import (
     target_table,
     widens,
 )
-from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeStream
+from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeDecoder, ChangeStream, TopicFacts
 
 TARGET_META = ("_lsn", "_offset", "_seq", "_txid", "_commit_ts", "_deleted")
 TRUNCATED_PROPERTY = "bridge.truncatedLsn"
@@ -77,20 +77,36 @@ def _order() -> Column:
 
 
 def latest_per_key(
-    changes: DataFrame, key_columns: Sequence[str], *, ignore_null_updates: bool = False
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    ignore_null_updates: bool = False,
+    floor: int | None = None,
 ) -> DataFrame:
     """One row per key: the newest change, each non-key column (as struct `v`) from the newest
     change that carried it. Unsent TOAST values and a delete's (key-only) before-image carry
     nothing (nor, with `ignore_null_updates`, an update's null), so a column is a null struct
-    only when the target's value must be kept."""
+    only when the target's value must be kept.
+
+    `floor` (not None): only the changes that are not TRUNCATEs and have an LSN at or
+    above it count, and keys left without any change are dropped. That is the same as
+    filtering the changes first (the newest of a subset is the newest of the whole set
+    when it belongs to the subset), but as a condition of the aggregates: a filter on the
+    decoded columns would be pushed below the decoding and decode each record once more
+    per column it reads."""
     data = [c for c in changes.columns if c not in META_TYPES and c not in key_columns]
     unchanged = sf.coalesce(sf.col("_unchanged"), sf.array().cast("array<string>"))
+    kept: Column | None = None
+    if floor is not None:
+        kept = sf.col("op") != "t"
+        if floor > 0:  # a literal of its own: only tables with a floor compile this plan
+            kept &= sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= sf.lit(floor)
 
     def carries(c: str) -> Column:
         found = ~sf.array_contains(unchanged, c) & ~sf.col("_deleted")
         if ignore_null_updates:
             found &= (sf.col("op") != "u") | sf.col(c).isNotNull()
-        return found
+        return found if kept is None else found & kept
 
     carried = [
         sf.max_by(sf.struct(sf.col(c).alias("v")), sf.when(carries(c), _order())).alias(
@@ -98,8 +114,11 @@ def latest_per_key(
         )
         for i, c in enumerate(data)
     ]
-    latest = sf.max_by(sf.struct(*(sf.col(m) for m in ("op", *TARGET_META))), _order())
+    position = _order() if kept is None else sf.when(kept, _order())
+    latest = sf.max_by(sf.struct(*(sf.col(m) for m in ("op", *TARGET_META))), position)
     grouped = changes.groupBy(*key_columns).agg(latest.alias("__cdc_m"), *carried)
+    if kept is not None:
+        grouped = grouped.where(sf.col("__cdc_m").isNotNull())
     return grouped.select(
         *key_columns,
         *(sf.col(f"__cdc_v{i}").alias(c) for i, c in enumerate(data)),
@@ -333,6 +352,39 @@ def _mark_truncated(table: Target, lsn: int) -> None:
     table.set_property(TRUNCATED_PROPERTY, str(int(lsn)))
 
 
+class BatchFacts(NamedTuple):
+    """What a caller knows of a batch of changes before it is decoded (`apply_tables`, from
+    its one pass over the raw records), so that `fold` needs no pass of its own."""
+
+    truncate: int | None  # the newest TRUNCATE's LSN; None: the batch holds none
+    moved: int  # primary-key changes' creates (an upper bound of those lacking values)
+
+
+def batch_facts(changes: DataFrame) -> BatchFacts:
+    """`BatchFacts` of decoded changes, in one aggregation (it decodes every record)."""
+    moved = sf.count_if(_moved()) if OLD_KEY in changes.columns else sf.lit(0)
+    found = changes.agg(sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))), moved).first()
+    if found is None:
+        return BatchFacts(None, 0)
+    return BatchFacts(None if found[0] is None else int(found[0]), int(found[1] or 0))
+
+
+def known_facts(decoder: ChangeDecoder, raw: DataFrame, topics: Sequence[TopicFacts]) -> BatchFacts:
+    """`BatchFacts` of the changes of `topics` in a raw batch, from their `TopicFacts`: the
+    newest TRUNCATE needs only the records without a key decoded."""
+    truncate = None
+    keyless = [g for t in topics if t.keyless for g in t.groups]
+    if keyless:
+        truncate = newest_truncate(decoder.keyless(raw, keyless))
+    return BatchFacts(truncate, sum(t.moved for t in topics))
+
+
+def newest_truncate(changes: DataFrame) -> int | None:
+    """The newest TRUNCATE's LSN among `changes`, None without one."""
+    found = changes.agg(sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn")))).first()
+    return None if found is None or found[0] is None else int(found[0])
+
+
 def fold(
     changes: DataFrame,
     key_columns: Sequence[str],
@@ -340,6 +392,7 @@ def fold(
     floor: int = 0,
     current: Callable[[DataFrame], DataFrame | None] = lambda _kept: None,
     ignore_null_updates: bool = False,
+    facts: BatchFacts | None = None,
 ) -> tuple[DataFrame, int | None, list[DataFrame]]:
     """The state per key that `changes` leave on top of a table: tombstones and TRUNCATEs
     dropped with every change older than the newest TRUNCATE (or the table's `floor`), key
@@ -350,25 +403,30 @@ def fold(
 
     `current` is called once with the kept changes (their columns are the batch's layout)
     and returns the table's rows, None when there is none: the apply first gives the table
-    the batch's columns there, so the rows carried over have its new schema.
+    the batch's columns there, so the rows carried over have its new schema. `facts`: the
+    batch's `BatchFacts` when the caller knows them; else one aggregation finds them.
+
+    Without key changes the state is one aggregation of the changes, each decoded once;
+    key changes take the carry-over's passes first.
 
     The apply MERGEs this state; `bridge verify --spark` compares it with PostgreSQL, so
     both follow one set of rules."""
     if "_tombstone" in changes.columns:
         changes = changes.where(~sf.col("_tombstone"))
-    # One pass over the changes for the newest TRUNCATE and the values key changes lack.
-    moved = sf.sum(sf.when(_moved(), sf.size("_unchanged"))) if OLD_KEY in changes.columns else None
-    found = changes.agg(
-        sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))),
-        sf.lit(0) if moved is None else moved,
-    ).first()
-    truncate = found[0] if found is not None and (found[0] or 0) > floor else None
-    lacking = int(found[1] or 0) if found is not None else 0
+    if facts is None:
+        facts = batch_facts(changes)
+    truncate = facts.truncate if (facts.truncate or 0) > floor else None
+    low = max(floor, truncate or 0)
+    if not facts.moved or OLD_KEY not in changes.columns:
+        current(changes)
+        latest = latest_per_key(
+            changes, key_columns, ignore_null_updates=ignore_null_updates, floor=low
+        )
+        return latest, truncate, []
     kept = changes.where(
-        (sf.col("op") != "t")
-        & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= max(floor, truncate or 0))
+        (sf.col("op") != "t") & (sf.coalesce(sf.col("_lsn"), sf.lit(0)) >= sf.lit(low))
     )
-    kept, cached = carry_over(kept, current(kept), key_columns, max(floor, truncate or 0), lacking)
+    kept, cached = carry_over(kept, current(kept), key_columns, low)
     latest = latest_per_key(kept, key_columns, ignore_null_updates=ignore_null_updates)
     return latest, truncate, cached
 
@@ -384,6 +442,7 @@ def apply_batch(
     ignore_null_updates: bool = False,
     quarantine: str | None = None,
     table_format: TableFormat | None = None,
+    facts: BatchFacts | None = None,
 ) -> None:
     """MERGE one static DataFrame of change rows into the table `target`, creating or
     widening the table as needed: a Delta table (a path if it contains '/' or ':', else a
@@ -396,7 +455,8 @@ def apply_batch(
     kept without it). `quarantine`: the table for the records changes read with
     mode="PERMISSIVE" could not decode (see `quarantine_failed`). `table_format`: "delta" or
     "iceberg" for `target` and `quarantine`; by default Iceberg for a table of an Iceberg
-    catalog (`lake.db.items` with `spark.sql.catalog.lake` one), else Delta."""
+    catalog (`lake.db.items` with `spark.sql.catalog.lake` one), else Delta. `facts`: the
+    changes' `BatchFacts` when the caller knows them (`fold`)."""
     if not key_columns:
         raise ConfigError("apply needs key_columns", hint="pass the table's primary key columns")
     changes = quarantine_failed(changes, quarantine, table_format)
@@ -437,6 +497,7 @@ def apply_batch(
         floor=_truncated_lsn(table) if existed else 0,
         current=current,
         ignore_null_updates=ignore_null_updates,
+        facts=facts,
     )
     latest = latest.persist()
     data = layout
@@ -568,22 +629,30 @@ def apply_changes(
     if checkpoint is None:
         raise ConfigError("a streaming apply needs checkpoint=", hint="pass a checkpoint dir")
     if isinstance(changes, ChangeStream):
-        stream, decode = changes.raw, changes.decode
-    else:
-        stream, decode = changes, _identity
+        stream, decoder = changes.raw, changes.decoder
 
-    def run(batch: DataFrame, _batch_id: int) -> None:
-        batch.persist()  # decoding reads the batch twice: ids first, then the rows
-        try:
-            apply_batch(decode(batch), target, key_columns, **options)
-        finally:
-            batch.unpersist()
+        def run(batch: DataFrame, _batch_id: int) -> None:
+            cached = decoder.cache(batch)
+            try:
+                found = decoder.facts(cached)
+                groups = [g for t in found.values() for g in t.groups]
+                facts = known_facts(decoder, cached, list(found.values()))
+                decoded = decoder.decode(cached, groups)
+                apply_batch(decoded, target, key_columns, **options, facts=facts)
+            finally:
+                cached.unpersist()
+
+    else:
+        stream = changes
+
+        def run(batch: DataFrame, _batch_id: int) -> None:
+            batch.persist()  # read twice: the batch's facts, then the MERGE
+            try:
+                apply_batch(batch, target, key_columns, **options)
+            finally:
+                batch.unpersist()
 
     writer = stream.writeStream.foreachBatch(run).option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
     return writer.start()
-
-
-def _identity(batch: DataFrame) -> DataFrame:
-    return batch

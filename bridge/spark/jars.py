@@ -216,6 +216,10 @@ def spark_session(
         "spark.pyspark.python": sys.executable,
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.log.level": "WARN",
+        # Spark keeps 100 compiled classes by default; one apply of one table's batch
+        # (decode, fold, MERGE, the format's own jobs) needs about 90, so each batch would
+        # compile them again. They are the same for every table of one layout.
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
     conf.update(extra_conf or {})
     if master.startswith("local"):

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, overload
+from typing import Literal, NamedTuple, overload
 
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -73,6 +74,7 @@ META_TYPES = {
 }
 _KAFKA_POSITION = ("_topic", "_partition", "_offset")
 _NOT_FRAMED = "is not Confluent-framed Avro (magic byte 0)"
+_HEADER = struct.Struct(">bI")  # the framing: magic byte 0, the writer schema id
 _OFFSET_OPTIONS = {
     "subscribe",
     "subscribepattern",
@@ -97,16 +99,7 @@ def _schema_id(data: Column, strict: bool) -> Column:
     )
     if not strict:
         return found
-    return found.otherwise(
-        sf.raise_error(
-            sf.format_string(
-                "topic %s partition %d offset %d " + _NOT_FRAMED,
-                sf.col("topic"),
-                sf.col("partition"),
-                sf.col("offset"),
-            )
-        )
-    )
+    return found.otherwise(sf.raise_error(_not_framed()))
 
 
 def _body(data: Column) -> Column:
@@ -121,9 +114,46 @@ def _old_key(raw: DataFrame) -> Column:
     return sf.when(sf.size(found) > 0, found.getItem(0)["value"])
 
 
+def _header(data: Column, strict: bool) -> Column:
+    """The 5-byte framing (magic byte 0, writer schema id) of framed bytes, null for null
+    bytes; bytes without the framing fail the query, or (not `strict`) read as null.
+
+    The decode compares these bytes with binary literals, never the id as a number:
+    Spark's generated code writes a number literal into its source and shares a
+    compiled class only between plans that are the same text, so tables that differ
+    only in their schema ids would each compile their own."""
+    framed = (sf.substring(data, 1, 1) == sf.lit(bytearray(1))) & (sf.length(data) >= 5)
+    found = sf.when(data.isNull(), sf.lit(None).cast("binary")).when(
+        framed, sf.substring(data, 1, 5)
+    )
+    if not strict:
+        return found
+    return found.otherwise(sf.raise_error(_not_framed()))
+
+
+def _not_framed() -> Column:
+    return sf.format_string(
+        "topic %s partition %d offset %d " + _NOT_FRAMED,
+        sf.col("topic"),
+        sf.col("partition"),
+        sf.col("offset"),
+    )
+
+
+def header_of(schema_id: int) -> Column:
+    """The framing of records written with `schema_id`, as a binary literal."""
+    return sf.lit(bytearray(_HEADER.pack(0, schema_id)))
+
+
+def schema_id_of(header: bytes | bytearray | None) -> int | None:
+    return None if header is None else int(_HEADER.unpack(bytes(header))[1])
+
+
 def frame(raw: DataFrame, *, strict: bool = True, carry: Sequence[str] = ()) -> DataFrame:
-    """Kafka rows -> position columns, key/value bytes, the old key header's bytes and the
-    writer schema ids (null for unframed bytes unless `strict`), and the `carry` columns."""
+    """Kafka rows -> position columns, key/value bytes, the old key header's bytes, their
+    framings (`_vh`, `_kh` for a tombstone's key, `_okh`: `_header`) and writer schema ids
+    (`_vid`, `_kid`, `_okid`; null for unframed bytes unless `strict`), and the `carry`
+    columns. The ids cost a conversion per row: only PERMISSIVE's error rows use them."""
     value, key, old_key = sf.col("value"), sf.col("key"), _old_key(raw)
     return raw.select(
         sf.col("topic").alias("_topic"),
@@ -132,11 +162,44 @@ def frame(raw: DataFrame, *, strict: bool = True, carry: Sequence[str] = ()) -> 
         key,
         value,
         old_key.alias("_okey"),
+        _header(value, strict).alias("_vh"),
+        sf.when(value.isNull(), _header(key, strict)).alias("_kh"),
+        _header(old_key, strict).alias("_okh"),
         _schema_id(value, strict).alias("_vid"),
         sf.when(value.isNull(), _schema_id(key, strict)).alias("_kid"),
         _schema_id(old_key, strict).alias("_okid"),
         *carry,
     )
+
+
+class TopicFacts(NamedTuple):
+    """What one pass over a batch's raw records tells of a topic, without decoding them."""
+
+    groups: frozenset[Group]  # the (topic, value id, tombstone key id, old key id) present
+    records: int
+    keyless: int  # records with a value and no key: TRUNCATEs (every change of a keyless table)
+    moved: int  # records with an old key header: the creates of primary-key changes
+
+
+def batch_facts(framed: DataFrame) -> dict[str, TopicFacts]:
+    """`TopicFacts` per topic of a framed batch, in one aggregation of raw columns (with a
+    strict framing, the records that are not the bridge's fail it, as `collect` says)."""
+    rows = collect(
+        framed.groupBy("_topic", "_vh", "_kh", "_okh").agg(
+            sf.count(sf.lit(1)).alias("n"),
+            sf.count_if(sf.col("key").isNull() & sf.col("value").isNotNull()).alias("keyless"),
+        )
+    )
+    groups: dict[str, set[Group]] = defaultdict(set)
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        topic, okid = r["_topic"], schema_id_of(r["_okh"])
+        groups[topic].add((topic, schema_id_of(r["_vh"]), schema_id_of(r["_kh"]), okid))
+        tally = counts[topic]
+        tally[0] += r["n"]
+        tally[1] += r["keyless"]
+        tally[2] += r["n"] if okid is not None else 0
+    return {t: TopicFacts(frozenset(groups[t]), *counts[t]) for t in sorted(groups)}
 
 
 def collect(df: DataFrame) -> list[Row]:
@@ -172,9 +235,29 @@ class ChangeDecoder:
         self.carry = tuple(carry)
         self._known: set[tuple[str, int]] = set()
 
+    def cache(self, batch: DataFrame) -> DataFrame:
+        """A micro-batch's raw records read from Kafka once, kept (memory, then disk) for the
+        passes over it: its columns the decoding reads, in as many partitions as the
+        session has cores. Kafka gives one partition per topic partition, and every job
+        over the batch runs a task per partition: per table, tasks would grow with the
+        number of tables; coalesced, the partitions keep each topic's records together,
+        so a table's read skips the other topics' cached blocks by their statistics."""
+        wanted = ("topic", "partition", "offset", "key", "value", "headers", *self.carry)
+        parallelism = batch.sparkSession.sparkContext.defaultParallelism
+        kept = batch.select(*(c for c in wanted if c in batch.columns))
+        return kept.coalesce(max(1, parallelism)).persist()
+
+    def facts(self, raw: DataFrame) -> dict[str, TopicFacts]:
+        """`batch_facts` of a static Kafka DataFrame."""
+        return batch_facts(frame(raw, strict=not self.permissive))
+
+    def keyless(self, raw: DataFrame, groups: Iterable[Group]) -> DataFrame:
+        """The decoded records of `raw` that have a value and no key (TRUNCATEs among them),
+        only those decoded."""
+        return self.decode(raw.where(sf.col("key").isNull() & sf.col("value").isNotNull()), groups)
+
     def groups(self, framed: DataFrame) -> set[Group]:
-        rows = collect(framed.select("_topic", "_vid", "_kid", "_okid").distinct())
-        return {(r["_topic"], r["_vid"], r["_kid"], r["_okid"]) for r in rows}
+        return {g for facts in batch_facts(framed).values() for g in facts.groups}
 
     def decode(self, raw: DataFrame, groups: Iterable[Group] | None = None) -> DataFrame:
         """Flat change rows of a static Kafka DataFrame (a batch read or a micro-batch)."""
@@ -228,7 +311,7 @@ class ChangeDecoder:
                 unframed |= sf.col("value").isNull() & sf.col("_kid").isNull()
             rows, error = framed.where(unframed), sf.lit("the record " + _NOT_FRAMED)
         else:
-            rows = framed.where(sf.col("_vid") == sf.lit(schema_id))
+            rows = framed.where(sf.col("_vh") == header_of(schema_id))
             error = sf.lit(f"schema id {schema_id} is not in the registry")
         return rows.where(sf.col("_topic") == topic).select(
             *_KAFKA_POSITION,
@@ -260,13 +343,13 @@ class ChangeDecoder:
             ]
         return [self._select(framed, topic, ids, reader, subject, old_key)]
 
-    def _from_avro(self, data: Column, id_col: Column, ids: list[int], reader: str) -> Column:
+    def _from_avro(self, data: Column, framing: Column, ids: list[int], reader: str) -> Column:
         """`data` (framed) decoded by its writer id, read as `reader`."""
         options = {"avroSchema": reader, "mode": "PERMISSIVE" if self.permissive else "FAILFAST"}
         decoded: Column | None = None
         for schema_id in ids:
             parsed = from_avro(_body(data), self.schemas.writer(schema_id), options)
-            cond = id_col == sf.lit(schema_id)
+            cond = framing == header_of(schema_id)
             decoded = sf.when(cond, parsed) if decoded is None else decoded.when(cond, parsed)
         assert decoded is not None
         return decoded
@@ -277,7 +360,7 @@ class ChangeDecoder:
         if not ids:
             return sf.lit(None).cast("string")
         reader = self._reader(f"{topic}-key", ids) or self.schemas.writer(max(ids))
-        return sf.to_json(self._from_avro(sf.col("_okey"), sf.col("_okid"), ids, reader))
+        return sf.to_json(self._from_avro(sf.col("_okey"), sf.col("_okh"), ids, reader))
 
     def _select(
         self,
@@ -289,10 +372,12 @@ class ChangeDecoder:
         old_key: Column | None = None,
     ) -> DataFrame:
         is_key = subject.endswith("-key")
-        id_col, data = (
-            (sf.col("_kid"), sf.col("key")) if is_key else (sf.col("_vid"), sf.col("value"))
+        framing, id_col, data = (
+            (sf.col("_kh"), sf.col("_kid"), sf.col("key"))
+            if is_key
+            else (sf.col("_vh"), sf.col("_vid"), sf.col("value"))
         )
-        decoded = self._from_avro(data, id_col, ids, reader)
+        decoded = self._from_avro(data, framing, ids, reader)
         fields = row_fields(reader)
         clash = sorted(set(fields) & set(META_TYPES))
         if clash:
@@ -301,7 +386,8 @@ class ChangeDecoder:
                 "metadata columns",
                 hint="rename the column(s) in PostgreSQL or read the topic with from_avro",
             )
-        rows = framed.where((sf.col("_topic") == topic) & id_col.isin(ids)).select(
+        wanted = framing.isin(*(header_of(i) for i in ids))
+        rows = framed.where((sf.col("_topic") == topic) & wanted).select(
             decoded.alias("_e"),
             id_col.alias("_schema_id"),
             (sf.lit(None).cast("string") if old_key is None else old_key).alias("_oldkey"),
@@ -417,7 +503,7 @@ def _pinned(
     """The exact offset range present now, and the writer ids found in it."""
     framed = frame(spark.read.format("kafka").options(**options).load(), strict=strict)
     stats = collect(
-        framed.groupBy("_topic", "_partition", "_vid", "_kid", "_okid").agg(
+        framed.groupBy("_topic", "_partition", "_vh", "_kh", "_okh").agg(
             sf.min("_offset").alias("lo"), sf.max("_offset").alias("hi")
         )
     )
@@ -439,7 +525,10 @@ def _pinned(
         .option("endingOffsets", json.dumps(high))
         .load()
     )
-    return raw, {(r["_topic"], r["_vid"], r["_kid"], r["_okid"]) for r in stats}
+    return raw, {
+        (r["_topic"], schema_id_of(r["_vh"]), schema_id_of(r["_kh"]), schema_id_of(r["_okh"]))
+        for r in stats
+    }
 
 
 @overload

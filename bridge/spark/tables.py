@@ -20,7 +20,6 @@ there and fills nothing).
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,10 +28,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming.query import StreamingQuery
 
 from bridge.errors import ConfigError, SchemaError
-from bridge.spark.apply import apply_batch
+from bridge.spark.apply import apply_batch, known_facts
 from bridge.spark.formats import TableFormat
 from bridge.spark.history import apply_history
-from bridge.spark.reader import ChangeDecoder, ChangeStream, Group, frame
+from bridge.spark.reader import ChangeDecoder, ChangeStream
 from bridge.spark.registry import row_fields
 
 Target = str | Callable[[str], str]
@@ -100,14 +99,14 @@ def apply_tables_batch(
     quarantine: str | None = None,
     table_format: TableFormat | None = None,
 ) -> None:
-    """Apply one static DataFrame of raw Kafka rows (a micro-batch) to every table it touches,
-    one topic after the other in name order."""
-    by_topic: dict[str, set[Group]] = defaultdict(set)
-    for group in decoder.groups(frame(batch, strict=not decoder.permissive)):
-        by_topic[group[0]].add(group)
-    for topic in sorted(by_topic):
+    """Apply one static DataFrame of raw Kafka rows (a micro-batch; read once when cached,
+    `ChangeDecoder.cache`) to every table it touches, one topic after the other in name
+    order. One pass over the raw records finds each topic's writer schemas and whether
+    it holds TRUNCATEs or key changes (`batch_facts`); then each topic's records are
+    decoded once, into its table's MERGE."""
+    for topic, found in decoder.facts(batch).items():
         options = tables.get(topic, default)
-        changes = decoder.decode(batch, by_topic[topic])
+        changes = decoder.decode(batch, found.groups)
         name, keys = target_of(target, topic), key_columns(decoder, topic, options)
         if options.scd_type == 2:
             apply_history(
@@ -132,6 +131,7 @@ def apply_tables_batch(
             ignore_null_updates=options.ignore_null_updates,
             quarantine=quarantine,
             table_format=table_format,
+            facts=known_facts(decoder, batch, [found]),
         )
 
 
@@ -167,11 +167,11 @@ def apply_tables(
     decoder = stream.decoder
 
     def run(batch: DataFrame, _batch_id: int) -> None:
-        batch.persist()  # read once per topic and once for the ids
+        cached = decoder.cache(batch)
         try:
-            apply_tables_batch(decoder, batch, target, chosen, fallback, quarantine, table_format)
+            apply_tables_batch(decoder, cached, target, chosen, fallback, quarantine, table_format)
         finally:
-            batch.unpersist()
+            cached.unpersist()
 
     writer = stream.raw.writeStream.foreachBatch(run).option("checkpointLocation", checkpoint)
     if trigger:
