@@ -7,9 +7,10 @@ the topic's per-key states in memory and on disk.
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
 in this process); then, with the bridge still running, `bridge verify` runs as a process
-of its own (so its CPU time and peak RSS are its own, from wait4), once with the default
-memory limit (the states in a dict, or in hash partitions on disk past it) and once with
-`--memory-limit-mb` = `--disk-limit-mb` (the states on disk); `--modes` picks one:
+of its own (so its CPU time and peak RSS are its own: wait4 in a small launcher,
+tests/peak_rss.py), once with the default memory limit (the states in a dict, or in hash
+partitions on disk past it) and once with `--memory-limit-mb` = `--disk-limit-mb` (the
+states on disk); `--modes` picks one:
 1. on the clean table: seconds, rows/s, CPU µs per row of verify and of PostgreSQL (the
    stack's server and its backends), verify's peak RSS, PostgreSQL rows returned, and how
    many rows needed decoding (the others were settled by their Avro bytes);
@@ -52,6 +53,7 @@ from bridge.verify import scan  # noqa: E402
 from bridge.verify.repair import repair  # noqa: E402
 from bridge.verify.run import verify  # noqa: E402
 from bridge.verify.store import ENTRY_OVERHEAD, PG_FIXED  # noqa: E402
+from tests.peak_rss import Alone  # noqa: E402
 from tests.snapshot.helpers import settings, snapshot_tables  # noqa: E402
 from tests.waiting import wait_for  # noqa: E402
 
@@ -122,8 +124,8 @@ def cpu_seconds(pid: int) -> float:
 
 class TreeSampler:
     """Peak resident memory of a process and its children, sampled every 20 ms (a peak
-    between two samples is missed; `ru_maxrss` of wait4, printed beside it, is the
-    process's own exact high-water mark)."""
+    between two samples is missed; the launcher's `ru_maxrss` (`peak_rss.Alone`), printed
+    beside it, is verify's own exact high-water mark)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -164,7 +166,12 @@ def timed(
         command += ["--memory-limit-mb", str(limit_mb)]
     t0 = time.monotonic()
     env = {**os.environ, "BRIDGE_LOG__LEVEL": "INFO"}  # its progress lines, for TOPIC_READ
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # Under a small launcher: a child of this process (the bridge runs in it) would report
+    # this process's peak as its own ru_maxrss (tests/peak_rss.py).
+    launched = Alone(command)
+    process = subprocess.Popen(
+        launched.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert process.stdout is not None and process.stderr is not None
     sampler = TreeSampler(process.pid)
     err: list[str] = []
@@ -175,13 +182,15 @@ def timed(
         for raw in process.stderr:
             line = raw.decode(errors="replace")
             if TOPIC_READ in line and not topic_cpu:
-                topic_cpu.append(cpu_seconds(process.pid))
+                pid = launched.command_pid(process.pid)
+                topic_cpu.append(0.0 if pid is None else cpu_seconds(pid))
             err.append(line)
 
     reader = threading.Thread(target=read_err, daemon=True)
     reader.start()
     out = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)  # the child's own CPU and peak RSS
+    _, status, _ = os.wait4(process.pid, 0)
+    usage = launched.usage()  # verify's own CPU and peak RSS
     reader.join()
     tree_peak = sampler.stop()
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -189,7 +198,7 @@ def timed(
     if process.returncode not in (0, 1):
         raise SystemExit(f"bridge verify failed ({process.returncode}): {''.join(err)}")
     (t,) = json.loads(out)["tables"]
-    used = usage.ru_utime + usage.ru_stime
+    used = usage.cpu
     pg_used = postgres_cpu(conn) - pg_before
     conn.execute("SELECT pg_stat_clear_snapshot()")
     rows = t["rows"]
@@ -206,7 +215,7 @@ def timed(
         f"{used / rows * 1e6:.1f} µs/row ({topic}the rest "
         f"{(used - (topic_cpu or [0.0])[0]) / rows * 1e6:.1f} µs/row); peak RSS of the "
         f"process tree {tree_peak / 2**20:,.0f} MiB (sampled), ru_maxrss "
-        f"{usage.ru_maxrss / 2**10:,.0f} MiB; "
+        f"{usage.peak / 2**20:,.0f} MiB; "
         f"{t['rows_decoded']:,} rows decoded; missing {t['missing']}, ghosts {t['ghosts']}, "
         f"different {t['different']}; PostgreSQL tuples returned {returned(conn) - before:,}, "
         f"PostgreSQL CPU {pg_used:.1f}s = {pg_used / rows * 1e6:.1f} µs/row; "
