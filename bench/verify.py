@@ -3,6 +3,7 @@ the topic's per-key states in memory and on disk.
 
     python bench/verify.py [--rows 1000000] [--mismatches 100] [--disk-limit-mb 16]
                            [--modes default,disk] [--no-repair] [--stack-json FILE]
+                           [--tree OTHER_CHECKOUT]
 
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
@@ -155,12 +156,22 @@ TOPIC_READ = ": topic read"
 
 
 def timed(
-    config: Path, conn: psycopg.Connection[Any], what: str, limit_mb: int | None
+    config: Path,
+    conn: psycopg.Connection[Any],
+    what: str,
+    limit_mb: int | None,
+    tree: Path | None = None,
 ) -> dict[str, Any]:
     """One `bridge verify` process on public.t (`limit_mb`: its --memory-limit-mb, None for
-    the default); returns the table's JSON verdict."""
+    the default), of this checkout or of `tree` (its `.venv`'s interpreter where it has
+    one); returns the table's JSON verdict."""
     before, pg_before = returned(conn), postgres_cpu(conn)
-    command = [sys.executable, "-m", "bridge", "verify", "-c", str(config), "--format", "json"]
+    python = sys.executable
+    if tree is not None:
+        what = f"{what} [{tree.name}]"
+        if (tree / ".venv/bin/python").exists():
+            python = str(tree / ".venv/bin/python")
+    command = [python, "-m", "bridge", "verify", "-c", str(config), "--format", "json"]
     command += ["--tables", "public.t", "--timeout", "1800"]
     if limit_mb is not None:
         command += ["--memory-limit-mb", str(limit_mb)]
@@ -170,7 +181,7 @@ def timed(
     # this process's peak as its own ru_maxrss (tests/peak_rss.py).
     launched = Alone(command)
     process = subprocess.Popen(
-        launched.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        launched.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tree
     )
     assert process.stdout is not None and process.stderr is not None
     sampler = TreeSampler(process.pid)
@@ -195,7 +206,7 @@ def timed(
     tree_peak = sampler.stop()
     process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - t0
-    if process.returncode not in (0, 1):
+    if process.returncode not in (0, 1) or not out:
         raise SystemExit(f"bridge verify failed ({process.returncode}): {''.join(err)}")
     (t,) = json.loads(out)["tables"]
     used = usage.cpu
@@ -319,16 +330,19 @@ def measure(
     then the stream's cost (`stream_cost`), last: its records would add to verify's."""
     limits = {"default": None, "disk": args.disk_limit_mb}
     modes = {mode: limits[mode] for mode in args.modes.split(",")}
+    trees = [None] if args.tree is None else [Path(args.tree).resolve(), None]
     for limit in modes.values():
-        clean = timed(path, conn, "clean", limit)
-        assert clean["status"] == "equal", clean
+        for tree in trees:  # side by side: the other checkout, then this one
+            clean = timed(path, conn, "clean", limit, tree)
+            assert clean["status"] == "equal", clean
     unpublished_updates(conn, publication, args.rows, args.mismatches)
     for mode, limit in modes.items():
-        found = timed(path, conn, f"{args.mismatches} mismatches", limit)
-        counts = (found["different"], found["equal"], found["missing"], found["ghosts"])
-        assert counts == (args.mismatches, args.rows - args.mismatches, 0, 0), found
-        # The default limit (2 GiB) spills too once the keys pass it (about 6M of this shape).
-        assert found["kafka_state_on_disk"] or mode != "disk"
+        for tree in trees:
+            found = timed(path, conn, f"{args.mismatches} mismatches", limit, tree)
+            counts = (found["different"], found["equal"], found["missing"], found["ghosts"])
+            assert counts == (args.mismatches, args.rows - args.mismatches, 0, 0), found
+            # The default limit (2 GiB) spills too past about 6M keys of this shape.
+            assert found["kafka_state_on_disk"] or mode != "disk"
     if not args.no_repair:
         mismatched = verify(cfg, ["public.t"], timeout=1800)  # in process, for repair
         t0 = time.monotonic()
@@ -354,6 +368,11 @@ def main() -> None:
         help="verify's --memory-limit-mb: its default, --disk-limit-mb, or both",
     )
     parser.add_argument("--no-repair", action="store_true", help="skip --repair and its check")
+    parser.add_argument(
+        "--tree",
+        help="another checkout whose `bridge verify` runs before this one's, each time "
+        "(python -m bridge there, with its .venv if it has one): before/after in one sitting",
+    )
     parser.add_argument("--stack-json", help="connection info of a running local stack")
     args = parser.parse_args()
     stack, owned = start_stack(args.stack_json)

@@ -10,6 +10,11 @@ meanwhile), `bridge.verify.distributed` takes the end offsets it pins.
 The consumers' fetch queues are bounded (`_FETCH_QUEUE`, shared by the partitions'
 consumers): librdkafka's default lets each consumer queue 64 MiB ahead of a fold that is
 slower than the network, which the memory budget (`--memory-limit-mb`) would not see.
+So is what one fetch brings of a partition (`_PARTITION_FETCH`): librdkafka holds a
+fetched batch decompressed and one queued operation per record until the fold has taken
+them, 10 MiB of verify's peak at its default of 1 MiB per partition (bench/README.md,
+verify); a quarter of it keeps the fold fed from a broker on the network as well (a
+batch larger than it is still fetched whole).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from bridge.verify.state import Entry, TopicState
 _BATCH: Final = 500
 _FETCH_QUEUE: Final = 16 * 1024  # KiB of fetched records queued, shared by the consumers
 _FETCH_MAX: Final = 4 * 1024 * 1024  # bytes of one fetch response
+_PARTITION_FETCH: Final = 256 * 1024  # bytes of one partition in a fetch response
 _SEEK: Final = 10_000  # records a key fetch reads on rather than seek past
 
 
@@ -44,6 +50,7 @@ def _consumer(cfg: Config, partitions: int = 1) -> Any:
             "queued.max.messages.kbytes": max(1024, _FETCH_QUEUE // max(partitions, 1)),
             "queued.min.messages": 10_000,
             "fetch.max.bytes": _FETCH_MAX,
+            "fetch.message.max.bytes": _PARTITION_FETCH,
         }
     )
 
