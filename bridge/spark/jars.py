@@ -200,20 +200,26 @@ def spark_session(
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session with the Kafka, Avro, Delta and Iceberg jars, sized for a small (2-core)
-    machine. An Iceberg catalog is configured through `extra_conf` (`iceberg_catalog`)."""
+    machine. An Iceberg catalog is configured through `extra_conf` (`iceberg_catalog`).
+
+    On a cluster (`master` spark://..., yarn, k8s://...) the jars go to the executors as
+    `spark.jars` does (the driver serves them), and everything Python the executors run
+    (the initial load's and verify's tasks) needs the bridge there: ship a packed
+    virtualenv with `spark.archives` = `env.tar.gz#env` and `spark.pyspark.python` =
+    `./env/bin/python` in `extra_conf` (docs/spark/cluster.md). A local session binds to
+    loopback; a cluster's driver binds where Spark's defaults put it (or
+    `spark.driver.host` in `extra_conf`), so that executors elsewhere reach it."""
+    local = master.startswith("local")
     conf = {
         "spark.jars": ",".join(str(p) for p in spark_jars()),
         "spark.sql.extensions": f"io.delta.sql.DeltaSparkSessionExtension,{ICEBERG_EXTENSIONS}",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.memory": "2g",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
-        "spark.pyspark.python": sys.executable,
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.log.level": "WARN",
         # Spark keeps 100 compiled classes by default; one apply of one table's batch
@@ -221,14 +227,20 @@ def spark_session(
         # compile them again. They are the same for every table of one layout.
         "spark.sql.codegen.cache.maxEntries": "1000",
     }
-    conf.update(extra_conf or {})
-    if master.startswith("local"):
+    if local:
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session stays on loopback
+    conf.update(extra_conf or {})
+    # The interpreter of the Python workers (Python functions over RDDs, e.g. the initial
+    # load's tasks): a session started from Python takes it from PYSPARK_PYTHON, not from
+    # spark.pyspark.python, so a setting of the latter is passed on. By default it is this
+    # interpreter, which has the bridge and its dependencies (in local mode, and on a
+    # cluster whose nodes have the same environment at the same path).
+    if "spark.pyspark.python" in conf:
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    else:
+        conf["spark.pyspark.python"] = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["JAVA_HOME"] = str(java_home())  # read by pyspark when it launches the JVM
-    # Python workers (Python functions over RDDs, e.g. the initial load's tasks) run this
-    # interpreter, with the bridge and its dependencies: a session started from Python reads
-    # the variable, not spark.pyspark.python.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -1,0 +1,368 @@
+"""The Spark side on a real cluster: the local stack's Spark standalone cluster (a master
+and two workers, each worker its own JVM launching executors with their own Python
+workers; deploy/local/stack_spark.py), and a driver program of its own
+(tests/spark/cluster_driver.py) that ships the bridge as a user does: a packed virtualenv
+in `spark.archives` (tests/spark/ship.py), the jars in `spark.jars`.
+
+- The executors' Python runs from the shipped archive only: the interpreter, the bridge,
+  psycopg and the registry client come from the executor's unpacked archive, and a job run
+  with the worker's own Python cannot import the bridge at all.
+- The initial load (snapshot.mode external) reads PostgreSQL in tasks on the executors
+  while a writer keeps changing the table; the streaming apply hands over; the table
+  equals PostgreSQL, and `bridge verify --spark` on the cluster (PostgreSQL read by the
+  executors, the lake table compared too) says so.
+- `apply_tables` over many topics in one micro-batch, one worker killed (SIGKILL: its JVM,
+  executors and Python workers) once the batch applied its first table: the job goes on
+  on the other worker, and every table equals PostgreSQL.
+
+The default (CI) run keeps to a few minutes: where the executors' Python comes from, and
+`apply_tables` over a few topics on the cluster checked against PostgreSQL. The initial
+load with `bridge verify --spark` and the lost worker take 10-20 minutes on two cores:
+`SPARK_CLUSTER_TESTS=full pytest tests/spark/test_cluster.py` runs them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
+from running import running, start
+from schema.live import bridge_config, unique, wait_delivered
+from snapshot.helpers import TopicReader, Writer, keyed_state, make_table, settings
+from waiting import wait_for
+
+from bridge.config import Config
+from bridge.snapshot.external import held_snapshot, store_of
+
+from .ship import ROOT, executor_conf, executor_env
+
+pytestmark = pytest.mark.timeout(900)
+FULL = os.environ.get("SPARK_CLUSTER_TESTS") == "full"
+full_only = pytest.mark.skipif(
+    not FULL, reason="a long cluster case (10-20 min): SPARK_CLUSTER_TESTS=full runs it"
+)
+
+HERE = Path(__file__).resolve().parent
+ROWS = 20_000  # the loaded table
+CHUNK = 2_500  # rows per load task: 8 tasks and the open-ended one
+TABLES = 3  # apply_tables' topics
+STEP_TIMEOUT = 600.0
+# Each application takes at most 2 of the cluster's 4 executor cores (one executor of one
+# core on each worker), so the driver program and `bridge verify` run side by side.
+APP_CONF = {
+    "spark.cores.max": "2",
+    "spark.executor.cores": "1",
+    "spark.executor.memory": "640m",
+    "spark.driver.host": "127.0.0.1",  # where the executors reach the driver: loopback here
+}
+
+
+class Driver:
+    """The driver program's process, steps sent as JSON lines (cluster_driver.py)."""
+
+    def __init__(self, master: str, conf: dict[str, str], workdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "cluster_driver.py"),
+                json.dumps({"master": master, "conf": conf}),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+        )
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.next(STEP_TIMEOUT) == {"event": "ready"}
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith("@@ "):
+                self.messages.put(json.loads(line[3:]))
+        self.messages.put({"error": f"the driver exited with {self.process.wait()}"})
+
+    def next(self, timeout: float) -> dict[str, Any]:
+        try:
+            return self.messages.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no word from the driver in {timeout:.0f}s") from None
+
+    def send(self, step: str, **args: Any) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"step": step, **args}) + "\n")
+        self.process.stdin.flush()
+
+    def result(self, timeout: float = STEP_TIMEOUT) -> Any:
+        message = self.next(timeout)
+        if "error" in message:
+            raise AssertionError(f"the driver failed:\n{message['error']}")
+        assert "ok" in message, message
+        return message["ok"]
+
+    def call(self, step: str, **args: Any) -> Any:
+        self.send(step, **args)
+        return self.result()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(stack: Any) -> Iterator[Any]:
+    yield stack.start_spark(workers=2, cores=2, memory="1536m")
+    stack.stop_spark()
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, str]:
+    """The session settings that ship the bridge to the executors, the cluster's share."""
+    return {**executor_conf(executor_env()), **APP_CONF}
+
+
+@pytest.fixture(scope="module")
+def driver(
+    cluster: Any, shipped: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Driver]:
+    started = Driver(cluster.master_url, shipped, tmp_path_factory.mktemp("driver"))
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def test_executors_run_the_shipped_bridge(driver: Driver, cluster: Any) -> None:
+    found = driver.call("where", tasks=6, executors=2, timeout=STEP_TIMEOUT)
+    places = {Path(t["cwd"]) for t in found["tasks"]}
+    assert len(places) >= 2, f"the tasks ran in one executor only: {places}"
+    for task in found["tasks"]:
+        # an executor's directory on a worker, the archive unpacked there
+        assert Path(task["cwd"]).is_relative_to(cluster.root), task
+        for path in [Path(task["prefix"]), *map(Path, task["modules"])]:
+            assert path.resolve().is_relative_to(cluster.root), task
+            assert not path.resolve().is_relative_to(ROOT), task
+            assert not path.resolve().is_relative_to(Path(sys.prefix).resolve()), task
+        # PYTHONPATH: Spark's own pyspark.zip and py4j (the workers' Spark is the installed
+        # pyspark) and the application's files in the executor's directory, nothing else
+        for entry in filter(None, task["pythonpath"].split(os.pathsep)):
+            path = Path(entry).resolve()
+            assert path.is_relative_to(cluster.root) or (
+                path.is_relative_to(cluster.spark_home) and path.suffix in (".zip", ".jar")
+            ), (entry, task)
+    assert "No module named 'bridge'" in found["unshipped"], found["unshipped"]
+
+
+PG_DIGEST = (
+    "SELECT count(*), coalesce(sum(('x' || substr(md5(concat_ws('|', id, v, s)), 1, 10))"
+    "::bit(40)::bigint), 0) FROM {table}"
+)
+
+
+def _digest(spark: SparkSession, path: str, columns: list[str]) -> tuple[int, int]:
+    """(rows, sum of a 40-bit hash of each live row) of a Delta table: PG_DIGEST's."""
+    df = spark.read.format("delta").load(path).where(~sf.col("_deleted"))
+    text = sf.concat_ws("|", *(sf.col(c).cast("string") for c in columns))
+    row_hash = sf.conv(sf.substring(sf.md5(text), 1, 10), 16, 10).cast("bigint")
+    found = df.agg(sf.count("*"), sf.sum(row_hash)).first()
+    assert found is not None
+    return int(found[0]), int(found[1] or 0)
+
+
+def _pg_digest(conn: psycopg.Connection[Any], table: str) -> tuple[int, int]:
+    row = conn.execute(PG_DIGEST.format(table=table)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def _held(cfg: Config) -> bool:
+    store = store_of(cfg)
+    try:
+        held_snapshot(store)
+        return True
+    except Exception as exc:
+        assert "no snapshot is held" in str(exc)
+        return False
+    finally:
+        store.close()
+
+
+@full_only
+@pytest.mark.timeout(1200)
+def test_initial_load_apply_and_verify_on_the_cluster(
+    driver: Driver,
+    cluster: Any,
+    shipped: dict[str, str],
+    spark: SparkSession,
+    stack: Any,
+    pg_conn: psycopg.Connection[Any],
+    pg_db: str,
+    pg_dsn: str,
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    tmp_path: Path,
+) -> None:
+    config = settings(
+        stack,
+        pg_db,
+        slot_name,
+        publication_name,
+        topic_prefix,
+        tmp_path / "spill",
+        mode="external",
+        chunk_size=CHUNK,
+    )
+    cfg = Config(**config)
+    plain = json.loads(json.dumps(config, default=str))  # the settings as a YAML file has them
+    make_table(pg_conn, "items", ROWS)
+    topic = f"{topic_prefix}.public.items"
+    target = str(tmp_path / "lake" / "items")
+    bridge = start(cfg)  # creates the slot, holds its snapshot, streams
+    writer = Writer(pg_dsn, "items", ROWS, rate=50).start()
+    try:
+        writer.wait_transactions(5)
+        wait_for(lambda: _held(cfg), 120, "the bridge to record the snapshot it holds")
+        before = writer.transactions
+        written = driver.call(
+            "load",
+            config=plain,
+            targets={topic: target},
+            registry=stack.registry_url,
+        )
+        assert writer.transactions > before, "the writer must keep writing during the load"
+    finally:
+        writer.stop()
+    assert written == {target: ROWS}
+    pg_conn.execute("INSERT INTO items VALUES (-1, 0, 'last')")
+    reader = TopicReader(stack.kafka_bootstrap, stack.registry_url, topic)
+    try:
+        wait_for(lambda: -1 in keyed_state(reader.read()), 120, "the last change in Kafka")
+    finally:
+        reader.close()
+
+    kafka = {"kafka.bootstrap.servers": stack.kafka_bootstrap, "registry": stack.registry_url}
+    driver.call(
+        "apply",
+        topics=[topic],
+        target=target,
+        keys=["id"],
+        checkpoint=str(tmp_path / "chk"),
+        kafka=kafka,
+    )
+    assert _digest(spark, target, ["id", "v", "s"]) == _pg_digest(pg_conn, "items")
+
+    # `bridge verify --spark` as a user runs it against the cluster: PostgreSQL read by the
+    # executors (the shipped bridge and psycopg), the topic and the lake table compared.
+    path = tmp_path / "bridge.yaml"
+    path.write_text(yaml.safe_dump(plain))
+    argv = [sys.executable, "-m", "bridge", "verify", "--config", str(path), "--spark"]
+    argv += ["--spark-master", cluster.master_url, "--lake", f"public.items={target}"]
+    for key, value in shipped.items():
+        argv += ["--spark-conf", f"{key}={value}"]
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    # verify waits for the bridge to confirm its verification point: the bridge keeps
+    # streaming until verify is done
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+            check=False,
+        )
+    finally:
+        bridge.stop()
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    assert "public.items" in done.stdout
+
+
+@pytest.fixture
+def captured(stack: Any) -> Iterator[tuple[str, psycopg.Connection[Any]]]:
+    """TABLES tables changed through the real bridge: (topic prefix, a connection)."""
+    dbname, prefix = unique("cluster"), unique("cl")
+    stack.create_database(dbname)
+    try:
+        with psycopg.connect(stack.dsn(dbname), autocommit=True) as conn:
+            for t in range(TABLES):
+                conn.execute(f"CREATE TABLE t{t} (id int PRIMARY KEY, v int, s text)")
+            cfg = bridge_config(stack, dbname, prefix=prefix)
+            with running(cfg) as bridge:
+                for t in range(TABLES):
+                    n = 2_000 * (t + 1)
+                    conn.execute(
+                        f"INSERT INTO t{t} SELECT i, i, 'r' || i FROM generate_series(1, {n}) i"
+                    )
+                    conn.execute(f"UPDATE t{t} SET v = v * 2, s = s || 'u' WHERE id % 3 = 0")
+                    conn.execute(f"DELETE FROM t{t} WHERE id % 7 = 0")
+                    conn.execute(f"UPDATE t{t} SET id = -id WHERE id % 11 = 0")
+                wait_delivered(bridge, conn, cfg)
+            yield prefix, conn
+    finally:
+        stack.drop_database(dbname)
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize(
+    "lose_worker", [False, pytest.param(True, marks=full_only, id="worker-lost")]
+)
+def test_apply_tables_on_the_cluster(
+    driver: Driver,
+    cluster: Any,
+    spark: SparkSession,
+    stack: Any,
+    captured: tuple[str, psycopg.Connection[Any]],
+    tmp_path: Path,
+    lose_worker: bool,
+) -> None:
+    """`apply_tables` over every topic of the captured tables in one micro-batch on the
+    cluster; with `lose_worker`, one worker killed once the batch applied its first table."""
+    prefix, conn = captured
+    lake = tmp_path / "lake"
+    kafka = {"kafka.bootstrap.servers": stack.kafka_bootstrap, "registry": stack.registry_url}
+    driver.send(
+        "many",
+        pattern=rf"{prefix}\.public\..*",
+        target=f"{lake}/{{table}}",
+        checkpoint=str(tmp_path / "chk"),
+        kafka=kafka,
+    )
+    event = driver.next(STEP_TIMEOUT)
+    assert event.get("event") == "applied", event
+    if lose_worker:
+        cluster.kill_worker(0)  # its JVM, its executor and their Python workers
+    try:
+        done = driver.result()
+    finally:
+        if lose_worker:
+            cluster.start_worker(0)
+    if lose_worker:
+        lost = [e for e in done["executors"] if not e["active"]]
+        assert lost, f"no executor was lost: {done['executors']}"
+    assert sorted(set(done["applied"])) == [f"{lake}/t{t}" for t in range(TABLES)]
+    for t in range(TABLES):
+        assert _digest(spark, f"{lake}/t{t}", ["id", "v", "s"]) == _pg_digest(conn, f"t{t}")
