@@ -122,8 +122,9 @@ _BINARY_SHAPES: Final = {
 
 class Toast:
     """How one new tuple's unchanged TOASTed values are written: from the old row's
-    column parts under REPLICA IDENTITY FULL (`fill`), else as the type's placeholder
-    (`placeholders`) or NULL; the names of those not filled collect in `unchanged`."""
+    column parts (`fill`: REPLICA IDENTITY FULL's whole row, or the old key's columns),
+    else as the type's placeholder (`placeholders`) or NULL; the names of those not
+    filled collect in `unchanged`."""
 
     def __init__(self, fill: list[bytes] | None, placeholders: bool) -> None:
         self.fill = fill

@@ -534,8 +534,11 @@ class ChangeEncoder:
     def _rows(
         self, change: Change, specials: dict[str, str]
     ) -> tuple[RowBodies | None, RowBodies | None, list[str] | None]:
-        """(before, after, unchanged_fields): REPLICA IDENTITY FULL's old row fills the
-        unchanged TOASTed values of the new one; otherwise `toast_mode` applies. The
+        """(before, after, unchanged_fields): the old row fills the unchanged TOASTed
+        values of the new one; what it does not hold follows `toast_mode`. The old row is
+        REPLICA IDENTITY FULL's whole row, or the old key: PostgreSQL sends an old key
+        whose TOASTed values are unchanged (the new tuple has them only as unchanged), and
+        the key comes from there, as PostgreSQL's own subscriber finds the row by it. The
         rows' special values are collected in `specials`."""
         plan = self._plan
         old, new = change.old, change.new
@@ -543,7 +546,7 @@ class ChangeEncoder:
         toast: Toast | None = None
         if new is not None and KIND_UNCHANGED in new.kinds:
             fill = None
-            if old is not None and change.old_kind == "O":
+            if old is not None and change.old_kind in ("O", "K"):
                 key, fill = plan.write_columns(old.kinds, old.values)
                 before = key, b"".join(fill)
             toast = Toast(fill, self.toast_mode == "placeholder")

@@ -67,7 +67,7 @@ class Oracle:
             None if change.new is None else self.row(change.new, unchanged, new_specials, "after.")
         )
         if unchanged and after is not None:
-            old = before if change.old_kind == "O" else None
+            old = before if change.old_kind in ("O", "K") else None  # FULL's row, the key
             unchanged = self._fill(after, old, unchanged)
         fields = unchanged or None
         if op == "d":

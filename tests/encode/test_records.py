@@ -182,6 +182,46 @@ def test_unchanged_toast_listed_or_placeholder() -> None:
     ]
 
 
+TOASTED_KEY = Relation(
+    None,
+    16385,
+    "public",
+    "toasted_key",
+    "d",
+    (Column(1, "k", 25, -1), Column(0, "body", 25, -1), Column(0, "note", 25, -1)),
+)
+TOASTED_TABLE = TableCodec(
+    TOASTED_KEY, StaticCatalog(), TableDetails(("k",), {}), DEFAULT_OPTIONS, "srv"
+)
+
+
+def test_an_unchanged_toasted_key_comes_from_the_old_key() -> None:
+    """test_decoding/toast.sql's `UPDATE toasted_key SET toasted_col2 = toasted_col1`: the
+    primary key is a TOASTed value left alone, which the new tuple has only as unchanged;
+    PostgreSQL sends the old key for it (kind K), and the record's key and the key column
+    of `after` come from there. The other unchanged value stays listed."""
+    big = b"1234567890" * 200
+    update = Change(
+        "u",
+        TOASTED_KEY,
+        "K",
+        tup(big, None, None),
+        tup(UNCHANGED, UNCHANGED, b"n"),
+        0,
+        (TOASTED_KEY,),
+        0,
+        None,
+        CHANGE_LSN,
+    )
+    (record,) = ChangeEncoder(TOASTED_TABLE, KEY_ID, VALUE_ID, topic=TOPIC).records(update, TX)
+    key_schema = fastavro.parse_schema(TOASTED_TABLE.key_schema or {})
+    assert read(record.key, key_schema, KEY_ID) == {"k": big.decode()}
+    env = read(record.value, fastavro.parse_schema(TOASTED_TABLE.envelope_schema), VALUE_ID)
+    assert env["op"] == "u"
+    assert env["after"] == {"k": big.decode(), "body": None, "note": "n"}
+    assert env["unchanged_fields"] == ["body"]
+
+
 def test_a_full_old_row_supplies_the_unchanged_value() -> None:
     update = change("u", old=tup(b"1", b"big", b"3"), new=tup(b"1", UNCHANGED, b"4"), kind="O")
     assert shapes(encode(update)) == [({"id": 1}, ("u", row(1, "big", 3), row(1, "big", 4), None))]
