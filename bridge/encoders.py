@@ -23,6 +23,7 @@ from bridge.decode.messages import Relation
 from bridge.encode.defaults import missing_defaults, without_key
 from bridge.encode.plan import check_binary
 from bridge.encode.records import ChangeEncoder, ToastMode
+from bridge.errors import TableDroppedError
 from bridge.kafka.registry import Registry, subject_name
 from bridge.kafka.topics import topic_creator
 from bridge.schema.catalog import PgCatalog, TypeCatalog, row_identity
@@ -86,6 +87,7 @@ class EncoderCache:
         self._column_rules = tuple((re.compile(rule.match), rule) for rule in column_rules)
         self._key_columns = tuple((re.compile(p), c) for p, c in (key_columns or {}).items())
         self._by_oid: dict[int, tuple[Relation, str, ChangeEncoder]] = {}
+        self._known: dict[int, TableDetails] = {}  # each table's last catalog facts read
 
     def get(self, relation: Relation) -> tuple[str, ChangeEncoder]:
         entry = self._by_oid.get(relation.oid)
@@ -98,10 +100,25 @@ class EncoderCache:
     def codec(self, relation: Relation) -> TableCodec:
         """The relation's column types as its encoder would have them, nothing registered
         (the outbox router writes single columns: bridge.outbox)."""
-        return self._table(relation, self._details(relation.oid))
+        return self._table(relation, self._table_details(relation.oid))
+
+    def _table_details(self, oid: int) -> TableDetails:
+        """The table's catalog facts; those read for its previous Relation version when
+        it has been dropped since: the stream still carries what it committed before the
+        DROP, and a streamed transaction sends its Relation message again (a change of its
+        key after the version read would not be seen)."""
+        try:
+            details = self._details(oid)
+        except TableDroppedError:
+            known = self._known.get(oid)
+            if known is None:
+                raise
+            return known
+        self._known[oid] = details
+        return details
 
     def _build(self, relation: Relation) -> tuple[str, ChangeEncoder]:
-        details = self._details(relation.oid)
+        details = self._table_details(relation.oid)
         table = self._table(relation, details)
         topic = self._topic_for(relation)
         strategy = self._registry.strategy

@@ -91,6 +91,11 @@ class IncompatibleSchemaError(SchemaError):
     (a column's type changed, a key column added...): the message names the columns."""
 
 
+class TableDroppedError(SchemaError):
+    """A table's catalog row is gone: the table was dropped before the stream reached its
+    changes (the changes committed before the DROP are still in the stream)."""
+
+
 class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
 

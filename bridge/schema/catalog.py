@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple, Protocol
 
-from bridge.errors import SchemaError
+from bridge.errors import SchemaError, TableDroppedError
 
 KIND_BASE, KIND_ARRAY, KIND_COMPOSITE, KIND_DOMAIN = "b", "a", "c", "d"
 KIND_ENUM, KIND_RANGE, KIND_MULTIRANGE, KIND_PSEUDO = "e", "r", "m", "p"
@@ -231,12 +231,13 @@ class RowIdentity(NamedTuple):
 
 
 def row_identity(conn: Any, relid: int) -> RowIdentity:
-    """The table's `RowIdentity`; raises SchemaError when `relid` is no table."""
+    """The table's `RowIdentity`; raises TableDroppedError when `relid` is no table."""
     rows = conn.execute(_ROW_IDENTITY, (relid,)).fetchall()
     if not rows:
-        raise SchemaError(
-            f"table with OID {relid} not found in pg_class",
-            hint="the table was dropped meanwhile; restart the bridge to read the catalog again",
+        raise TableDroppedError(
+            f"table with OID {relid} not found in pg_class: it was dropped before the stream "
+            "reached its changes, and its key columns cannot be read any more",
+            hint="list the table in filters.exclude_tables to skip its remaining changes",
         )
     primary = tuple(name for _, is_primary, _, name, _ in rows if is_primary)
     index = [(name, attnum) for _, _, is_replident, name, attnum in rows if is_replident]

@@ -46,13 +46,6 @@ OPEN_BUGS: Final[dict[str, tuple[tuple[int, ...], str]]] = {
         f"tab6's primary key moved to column b: {_OLD_SCHEMAS}",
     ),
     "subscription/100_bugs": ((15, 18), f"another replica identity index: {_OLD_SCHEMAS}"),
-    "test_decoding/toast": (
-        (15, 18),
-        "UPDATE toasted_key SET toasted_col2 = toasted_col1 (a TOASTed primary key left "
-        "unchanged): the new tuple carries the key column as unchanged TOAST and the bridge "
-        "stops with ValueConversionError (NULL in a column of the record key); whether "
-        "PostgreSQL sent an old key tuple to take the key from is not yet investigated",
-    ),
 }
 
 
