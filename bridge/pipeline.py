@@ -280,6 +280,7 @@ class Pipeline:
         self._event_counter = parts.metrics.event_counter
         self._commits = parts.metrics.commits
         self._stopping = False
+        self._finish_by: float | None = None  # a stop inside a transaction reads on until then
         # Read per transaction: plain attributes, not lookups through the config models.
         self._source_block = SourceBlock(cfg.kafka.topic_prefix, cfg.source.dbname, __version__)
         self._tx_metadata = cfg.pipeline.transaction_metadata
@@ -356,7 +357,7 @@ class Pipeline:
     def _loop(self) -> None:
         stream, assembler, decode = self.stream, self.assembler, self.decode
         tracker, exactly_once = self.tracker, self.eos is not None
-        while not self._stopping:
+        while not self._stopping or self._finishing_tx():
             data = stream.read(idle_wait_s(tracker.in_flight_records, exactly_once))
             if data is None:
                 self._idle()
@@ -379,6 +380,32 @@ class Pipeline:
                         self._commit(event)
                     case LogicalMessageEvent():
                         self._message(event)
+
+    def _finishing_tx(self) -> bool:
+        """After a stop: whether to read on to the commit of the transaction being read.
+
+        PostgreSQL resends a transaction whose commit was not confirmed, from its start:
+        stopping in its middle leaves the records already sent in Kafka twice after the
+        restart, which a consumer of a table without a key cannot tell from two rows. Its
+        remaining changes follow at once (the walsender sends a transaction only once it
+        committed; streamed and prepared ones are buffered until their commit, so no
+        transaction is open while PostgreSQL has not decided it), so a graceful stop
+        finishes it, within half of `shutdown_timeout_s` (the rest is for the drain)."""
+        if self._tx is None:
+            return False
+        now = time.monotonic()
+        budget = self.cfg.pipeline.shutdown_timeout_s / 2
+        if self._finish_by is None:
+            self._finish_by = now + budget
+            log.info("stop requested inside a transaction: reading on to its commit")
+        if now < self._finish_by:
+            return True
+        log.warning(
+            "stop requested: the transaction being read did not reach its commit within %.0fs; "
+            "PostgreSQL sends it again after the restart, its records sent so far twice",
+            budget,
+        )
+        return False
 
     def _begin(self, event: TxBegin) -> None:
         snapshot_at = self._snapshot_at
