@@ -50,6 +50,8 @@ def _compiles(pattern: str) -> str:
 
 
 Regex = Annotated[str, AfterValidator(_compiles)]
+# What a table's change the bridge cannot encode or register does (pipeline.on_error).
+OnError = Literal["fail", "dlq", "skip"]
 
 
 def _upper(value: object) -> object:
@@ -572,9 +574,32 @@ class PipelineConfig(_Section):
         False, description="BEGIN/END records with per-table counts on <topic_prefix>.transaction"
     )
     oversized: Literal["stop", "dead_letter"] = Field(
-        "stop", description="a row over its topic's record limit: stop, or dead-letter it"
+        "stop",
+        description="a row over its topic's record limit in a table whose on_error is fail: "
+        "stop, or dead-letter it (dlq tables dead-letter it, skip tables skip it)",
     )
     dead_letter_topic: str | None = Field(None, description="default: <topic_prefix>.dlq")
+    on_error: OnError = Field(
+        "fail",
+        description="a change of a table the bridge cannot encode or register a schema for "
+        "(Debezium's event.processing.failure.handling.mode, errors.tolerance): fail stops "
+        "with nothing acknowledged past the last good transaction; dlq sends it with its "
+        "coordinates and the error to dead_letter_topic and streams on; skip counts and "
+        "logs it and streams on",
+    )
+    on_error_tables: dict[Regex, OnError] = Field(
+        default_factory=dict,
+        description='regexes over "schema.table" (full match) -> fail, dlq or skip, for '
+        "those tables instead of on_error; the first that matches, in file order",
+    )
+
+    def on_error_for(self, schema: str, table: str) -> OnError:
+        """The failure policy of `schema.table` (asked once per relation version)."""
+        name = f"{schema}.{table}"
+        for pattern, mode in self.on_error_tables.items():
+            if re.fullmatch(pattern, name):
+                return mode
+        return self.on_error
 
 
 class FiltersConfig(_Section):

@@ -646,9 +646,8 @@ _HANDLERS: Final[dict[str, Handler]] = {
     "flush.lsn.source": _default_only(
         "true", "the bridge always confirms delivered LSNs to the slot"
     ),
-    "event.processing.failure.handling.mode": _default_only(
-        "fail",
-        "the bridge stops with a typed error on bad input (pipeline.oversized for rows too large)",
+    "event.processing.failure.handling.mode": _choice(
+        "pipeline.on_error", {"fail": "fail", "warn": "skip", "skip": "skip"}
     ),
     "key.converter": _converter,
     "value.converter": _converter,

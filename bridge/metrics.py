@@ -138,6 +138,10 @@ class Metrics:
         self.connected: dict[str, bool] = dict.fromkeys(DEPENDENCIES, False)
         self.confirmed_flush_lsn: int | None = None
         self.slot_lag_bytes: int | None = None  # set by the monitor thread
+        # "schema.table" -> its changes dead-lettered / skipped (pipeline.on_error): a table
+        # in the first is degraded
+        self.dead_lettered: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
         self.slot_losses = 0  # slots found lost and replaced by a new one (bridge/slotstate.py)
         self.slot_gap_bytes = 0  # WAL bytes of changes the lost slots never delivered
         self.role: str | None = None  # ha.enabled: "standby" until the lease, then "active"
@@ -195,6 +199,19 @@ class Metrics:
         """Count a failure that ends the pipeline, by the stage its error type belongs to."""
         stage = next((s for cls, s in _STAGE_OF if isinstance(exc, cls)), "internal")
         self.error(stage)
+
+    def tolerated(self, table: str, parked: bool) -> None:
+        """A change of `table` the bridge could not encode or register, dead-lettered
+        (`parked`) or skipped instead of stopping (pipeline.on_error)."""
+        counts = self.dead_lettered if parked else self.skipped
+        counts[table] = counts.get(table, 0) + 1
+
+    def degraded(self) -> str:
+        """The tables whose changes were dead-lettered or skipped, for /readyz: the bridge
+        stays ready (the other tables stream), the detail names them."""
+        parts = [f"{t} ({n} dead-lettered)" for t, n in sorted(self.dead_lettered.copy().items())]
+        parts += [f"{t} ({n} skipped)" for t, n in sorted(self.skipped.copy().items())]
+        return f"degraded tables: {', '.join(parts)}" if parts else ""
 
     def confirmed(self, flush_lsn: int) -> None:
         """The flush position reported to PostgreSQL: transactions ending at or below it
@@ -290,7 +307,10 @@ class Metrics:
         alive, why = self.alive()
         if not alive:
             problems.append(why)
+        degraded = self.degraded()
         detail = "; ".join(problems) or "ok"
+        if degraded:
+            detail = f"{detail}; {degraded}"
         return not problems, detail if self.role is None else f"{self.role}: {detail}"
 
 
@@ -327,6 +347,7 @@ class BridgeCollector:
         if m.role is not None:
             f["active"].add_metric([], 1 if m.role == "active" else 0)
             f["takeovers"].add_metric([], m.takeovers)
+        _degraded(m, f)
         f["slot_losses"].add_metric([], m.slot_losses)
         f["slot_gap"].add_metric([], m.slot_gap_bytes)
         if m.tracker is not None:
@@ -374,6 +395,23 @@ class BridgeCollector:
             "takeovers": c(
                 "bridge_takeovers_total", "ha.enabled: leases of the slot this process took."
             ),
+            "dead_lettered": c(
+                "bridge_dead_lettered_total",
+                "Changes the bridge could not encode or register, sent to the dead-letter "
+                "topic (pipeline.on_error: dlq), by table.",
+                labels=["table"],
+            ),
+            "skipped": c(
+                "bridge_skipped_changes_total",
+                "Changes the bridge could not encode or register, skipped "
+                "(pipeline.on_error: skip), by table.",
+                labels=["table"],
+            ),
+            "degraded": g(
+                "bridge_table_degraded",
+                "1 for a table with changes dead-lettered or skipped since the start.",
+                labels=["table"],
+            ),
             "slot_losses": c(
                 "bridge_slot_lost_total",
                 "Replication slots found lost (invalidated, dropped, recreated, or missing after "
@@ -406,6 +444,17 @@ class BridgeCollector:
                 "Waits for Kafka to make room (in-flight bounds or client queue full).",
             ),
         }
+
+
+def _degraded(m: Metrics, f: dict[str, CounterMetricFamily | GaugeMetricFamily]) -> None:
+    """The per-table families of pipeline.on_error: dead-lettered, skipped, degraded."""
+    dead, skipped = m.dead_lettered.copy(), m.skipped.copy()
+    for name, count in dead.items():
+        f["dead_lettered"].add_metric([name], count)
+    for name, count in skipped.items():
+        f["skipped"].add_metric([name], count)
+    for name in dead.keys() | skipped.keys():
+        f["degraded"].add_metric([name], 1)
 
 
 def collector_registry(metrics: Metrics) -> CollectorRegistry:

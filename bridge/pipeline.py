@@ -33,7 +33,13 @@ from bridge import __version__
 from bridge.config import Config
 from bridge.decode.messages import Message, Relation
 from bridge.encode.records import SourceBlock, TxSource
-from bridge.errors import BridgeError, SourceError, StopRequestedError
+from bridge.errors import (
+    BridgeError,
+    IncompatibleSchemaError,
+    SourceError,
+    StopRequestedError,
+    ValueConversionError,
+)
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.kafka.acks import AckTracker, TxHandle
@@ -207,6 +213,15 @@ class Oversized(Protocol):
         """The record to produce instead of `record` (over its limit), in the same
         transaction, so the slot passes it only once the replacement is delivered. Raises
         `DeliveryError` where the policy is to stop."""
+
+    @property
+    def dead_letter_topic(self) -> str: ...
+
+    def park(
+        self, relation: Relation, change: Change, error: BridgeError, tx: TxSource
+    ) -> KafkaRecord:
+        """The dead-letter record of a change the bridge could not encode or register
+        (`pipeline.on_error: dlq`), produced in its place in the same transaction."""
 
 
 class Reselect(Protocol):
@@ -447,7 +462,11 @@ class Pipeline:
             return  # the bridge's own snapshot progress tables
         records: list[KafkaRecord] = []
         if route.captured and change.op not in self._skipped_ops:
-            records = self._records(route, change, tx)
+            records = (
+                self._records(route, change, tx)
+                if route.on_error == "fail"
+                else self._tolerating(route, change, tx)
+            )
         if self.incremental is not None:  # signals, watermarks, chunk rows at a window's end
             for extra in self.incremental.on_change(change, records, tx):
                 self._send(extra)
@@ -481,6 +500,41 @@ class Pipeline:
             else:
                 self._send(record)
         return records
+
+    def _tolerating(self, route: _Route, change: Change, tx: TxSource) -> list[KafkaRecord]:
+        """`_records` for a table whose `pipeline.on_error` is dlq or skip: a change it
+        cannot encode, or whose schema the registry refuses, is dead-lettered (in its
+        transaction, so the slot passes it once the dead letter is delivered) or skipped,
+        counted, and the stream goes on. A table version whose registration failed is not
+        asked again: its later changes go the same way without a registry round trip.
+        Every other error (the registry unreachable, the source, Kafka) still stops."""
+        error = route.broken
+        if error is None:
+            try:
+                return self._records(route, change, tx)
+            except (ValueConversionError, IncompatibleSchemaError) as exc:
+                error = exc
+                if route.encoder is None:
+                    route.broken = exc
+        relation = route.relation
+        table = f"{relation.namespace}.{relation.name}"
+        parked = route.on_error == "dlq"
+        first = table not in (self.metrics.dead_lettered if parked else self.metrics.skipped)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "table %s is degraded: a change at LSN %s (commit LSN %s) %s: %s",
+            table,
+            LSN(change.lsn),
+            LSN(tx.base["commit_lsn"]),
+            f"sent to dead-letter topic {self.oversized.dead_letter_topic!r}"
+            if parked
+            else "skipped (pipeline.on_error: skip)",
+            error.message,  # its hint (nothing acknowledged past it) is for a stop
+        )
+        if parked:
+            self._send(self.oversized.park(relation, change, error, tx))
+        self.metrics.tolerated(table, parked)
+        return []
 
     def _send(self, record: KafkaRecord) -> None:
         assert self._tx is not None
@@ -630,7 +684,8 @@ class _SnapshotStoppedError(Exception):
 
 class _Route:
     """What the pipeline decided for one relation version, looked up once per change
-    instead of asking routing, snapshots, encoders and the oversized policy each time.
+    instead of asking routing, snapshots, encoders, the oversized policy and the failure
+    policy (`pipeline.on_error`) each time.
 
     The encoder (and with it schema registration) is resolved at the table's first
     captured change, as before the cache existed: a table whose changes are all skipped
@@ -638,10 +693,12 @@ class _Route:
     """
 
     __slots__ = (
+        "broken",
         "captured",
         "counters",
         "encoder",
         "limit",
+        "on_error",
         "outbox",
         "private",
         "relation",
@@ -658,6 +715,8 @@ class _Route:
         self.topic = ""
         self.limit = 0
         self.counters: dict[str, list[int]] = {}  # op -> its Metrics.events counter
+        self.on_error = pipeline.cfg.pipeline.on_error_for(relation.namespace, relation.name)
+        self.broken: BridgeError | None = None  # dlq/skip: the registration that failed
 
     def resolve(self, pipeline: Pipeline) -> RowEncoder:
         self.topic, encoder = pipeline.encoders.get(self.relation)

@@ -145,6 +145,8 @@ def test_metric_types_follow_prometheus_conventions() -> None:
         "bridge_slot_lost",
         "bridge_slot_lost_gap_bytes",
         "bridge_takeovers",
+        "bridge_dead_lettered",
+        "bridge_skipped_changes",
     }
     for name, kind in bridge.items():
         assert (kind == "counter") == (name in counters), name

@@ -219,6 +219,11 @@ class NoLimit:
     def divert(self, *args: Any) -> KafkaRecord:
         raise AssertionError("nothing is oversized here")
 
+    dead_letter_topic = "p.dlq"
+
+    def park(self, *args: Any) -> KafkaRecord:
+        raise AssertionError("no table here tolerates errors")
+
 
 class FakeIncremental:
     """A read-only snapshot window that closes once the idle stream passes `until`: its

@@ -11,7 +11,8 @@ Above `bridge.encode` (whose records it produces), below the wiring (`bridge.pip
 - `eos`: exactly-once, Kafka transactions committed with the LSN they reach;
 - `topics`: table topics created by rule (`kafka.topic_creation`);
 - `sidetopics`: the transaction-metadata, logical-message and heartbeat topics;
-- `oversized`: rows over their topic's size limit, stopped or dead-lettered;
+- `oversized`: rows over their topic's size limit, stopped or dead-lettered, and the
+  dead-letter topic for changes of `pipeline.on_error: dlq` tables;
 - `registry`: schema registration, one round trip per new schema version.
 
 It talks to Kafka and the schema registry only; the slot position recorded in Kafka

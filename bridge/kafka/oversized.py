@@ -1,4 +1,6 @@
-"""Rows too large for their topic: stop with an error naming table and key, or dead-letter.
+"""Rows too large for their topic: stop with an error naming table and key, or dead-letter;
+and the dead-letter topic itself, which also takes the changes of `pipeline.on_error: dlq`
+tables the bridge cannot encode or register.
 
 The decision is made before producing, in the pipeline thread, against the smallest of
 the producer's `message.max.bytes` and the topic's `max.message.bytes` (fetched once per
@@ -21,10 +23,11 @@ import fastavro
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from bridge.decode.messages import Relation
+from bridge.decode.messages import KIND_TEXT, KIND_UNCHANGED, Relation, TupleData
 from bridge.encode.records import TxSource
-from bridge.errors import DeliveryError
-from bridge.record import KafkaRecord
+from bridge.errors import BridgeError, DeliveryError
+from bridge.events.model import Change
+from bridge.record import Headers, KafkaRecord
 
 log: Final = logging.getLogger("bridge.oversized")
 
@@ -145,7 +148,7 @@ class OversizedPolicy:
         self.dead_letter_topic = dead_letter_topic
         self._limits = limits
         self._tables = tables
-        self.diverted = 0  # rows sent to the dead-letter topic (a metric)
+        self.diverted = 0  # records sent to the dead-letter topic
 
     def limit(self, topic: str, relation: Relation) -> int:
         """Per change, not per record: one dict lookup on the hot path."""
@@ -180,7 +183,6 @@ class OversizedPolicy:
                 f"rows to {self.dead_letter_topic!r}; nothing from this transaction on "
                 "was acknowledged to PostgreSQL",
             )
-        self.diverted += 1
         log.warning(
             "row of table %s with key %s (%d bytes) exceeds the %d-byte limit of topic %r: "
             "sent to dead-letter topic %r",
@@ -191,7 +193,7 @@ class OversizedPolicy:
             topic,
             self.dead_letter_topic,
         )
-        letter = {
+        letter: dict[str, Any] = {
             "topic": topic,
             "partition": None,  # decided before producing: never assigned one
             "table": table,
@@ -204,4 +206,56 @@ class OversizedPolicy:
             "lsn": lsn,
             "txId": source.base["txId"],
         }
-        return KafkaRecord(self.dead_letter_topic, key, json.dumps(letter).encode(), record.headers)
+        return self._letter(key, letter, record.headers)
+
+    def park(
+        self, relation: Relation, change: Change, error: BridgeError, source: TxSource
+    ) -> KafkaRecord:
+        """The dead-letter record of a change of `relation` the bridge could not encode or
+        register a schema for (`pipeline.on_error: dlq`): its coordinates, the error, and
+        the change's values as PostgreSQL sent them (text as text, binary as base64)."""
+        table = f"{relation.namespace}.{relation.name}"
+        names = [column.name for column in relation.columns]
+        letter: dict[str, Any] = {
+            "topic": None,
+            "partition": None,
+            "table": table,
+            "op": change.op,
+            "reason": "change the bridge cannot encode or register a schema for",
+            "error": error.message,  # its hint is for a stop
+            "error_type": type(error).__name__,
+            "lsn": change.lsn,
+            "commit_lsn": source.base["commit_lsn"],
+            "txId": source.base["txId"],
+            "before": _raw_row(names, change.old),
+            "after": _raw_row(names, change.new),
+        }
+        return self._letter(None, letter, None)
+
+    def _letter(
+        self, key: bytes | None, letter: dict[str, Any], headers: Headers | None
+    ) -> KafkaRecord:
+        """The one way a dead letter is made: JSON on the dead-letter topic, counted."""
+        self.diverted += 1
+        return KafkaRecord(self.dead_letter_topic, key, json.dumps(letter).encode(), headers)
+
+
+def _raw_row(names: list[str], row: TupleData | None) -> dict[str, Any] | None:
+    """A row's values as sent: text decoded (invalid UTF-8 as base64), binary as base64,
+    NULL as None, an unchanged TOASTed value as the marker below."""
+    if row is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, kind, value in zip(names, row.kinds, row.values, strict=False):
+        if kind == KIND_UNCHANGED:
+            out[name] = {"unchanged_toast": True}
+        elif value is None:
+            out[name] = None
+        elif kind == KIND_TEXT:
+            try:
+                out[name] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                out[name] = {"base64": base64.b64encode(value).decode("ascii")}
+        else:
+            out[name] = {"base64": base64.b64encode(value).decode("ascii")}
+    return out
