@@ -224,7 +224,6 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         tracker=tracker,
         producer=producer,
         oversized=OversizedPolicy(
-            cfg.pipeline.oversized,
             cfg.pipeline.dead_letter_topic or f"{kafka.topic_prefix}.dlq",
             TopicLimits(
                 kafka_client_config(kafka),

@@ -575,14 +575,17 @@ class PipelineConfig(_Section):
     )
     oversized: Literal["stop", "dead_letter"] = Field(
         "stop",
-        description="a row over its topic's record limit in a table whose on_error is fail: "
-        "stop, or dead-letter it (dlq tables dead-letter it, skip tables skip it)",
+        description="a record over its topic's max.message.bytes (or the producer's "
+        "message.max.bytes) in a table whose on_error is fail: stop, or dead-letter it "
+        "(counted and marked degraded as a dlq table's); a dlq or skip table's on_error "
+        "governs its oversized records whatever this says",
     )
     dead_letter_topic: str | None = Field(None, description="default: <topic_prefix>.dlq")
     on_error: OnError = Field(
         "fail",
-        description="a change of a table the bridge cannot encode or register a schema for "
-        "(Debezium's event.processing.failure.handling.mode, errors.tolerance): fail stops "
+        description="a change of a table the bridge cannot encode or register a schema for, "
+        "or a record of it over its topic's size limit (Debezium's "
+        "event.processing.failure.handling.mode, errors.tolerance): fail stops "
         "with nothing acknowledged past the last good transaction; dlq sends it with its "
         "coordinates and the error to dead_letter_topic and streams on; skip counts and "
         "logs it and streams on",
@@ -600,6 +603,13 @@ class PipelineConfig(_Section):
             if re.fullmatch(pattern, name):
                 return mode
         return self.on_error
+
+    def oversized_for(self, schema: str, table: str) -> OnError:
+        """The policy of a record of `schema.table` over its topic's size limit: the
+        table's own `on_error` when it is dlq or skip (the table's setting is the more
+        specific one); for a fail table `oversized`, whose dead_letter is dlq."""
+        mode = self.on_error_for(schema, table)
+        return "dlq" if mode == "fail" and self.oversized == "dead_letter" else mode
 
 
 class FiltersConfig(_Section):

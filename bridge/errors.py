@@ -100,6 +100,12 @@ class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
 
 
+class RecordTooLargeError(DeliveryError):
+    """A table's record over its topic's size limit, found before producing it: a
+    table's trouble like a value it cannot encode, so `pipeline.on_error` (and, for
+    `fail` tables, `pipeline.oversized`) decides whether it stops the bridge."""
+
+
 class SlotLostError(SourceError):
     """Changes between two LSNs can no longer be streamed: the slot was invalidated,
     dropped, recreated, or is missing on the server now primary (an unsynchronised

@@ -36,6 +36,7 @@ from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import (
     BridgeError,
     IncompatibleSchemaError,
+    RecordTooLargeError,
     SourceError,
     StopRequestedError,
     ValueConversionError,
@@ -203,25 +204,31 @@ class Oversized(Protocol):
         """The largest record (`KafkaRecord.size`) `topic` takes; asked once per relation
         version (may ask the broker the first time for a topic)."""
 
-    def divert(
+    def too_large(
         self,
         record: KafkaRecord,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         tx: TxSource,
-    ) -> KafkaRecord:
-        """The record to produce instead of `record` (over its limit), in the same
-        transaction, so the slot passes it only once the replacement is delivered. Raises
-        `DeliveryError` where the policy is to stop."""
+    ) -> RecordTooLargeError:
+        """The error of `record`, over its limit: raised where the table's policy is to
+        stop, else the dead letter's error."""
 
     @property
     def dead_letter_topic(self) -> str: ...
 
     def park(
-        self, relation: Relation, change: Change, error: BridgeError, tx: TxSource
+        self,
+        relation: Relation,
+        change: Change,
+        error: BridgeError,
+        tx: TxSource,
+        record: KafkaRecord | None = None,
+        key_schema: Mapping[str, Any] | None = None,
     ) -> KafkaRecord:
-        """The dead-letter record of a change the bridge could not encode or register
-        (`pipeline.on_error: dlq`), produced in its place in the same transaction."""
+        """The dead-letter record of a change the bridge could not encode or register, or
+        of its `record` over the topic's limit (`pipeline.on_error: dlq`), produced in its
+        place in the same transaction, so the slot passes it only once it is delivered."""
 
 
 class Reselect(Protocol):
@@ -495,11 +502,26 @@ class Pipeline:
         records = encoder.records(change, tx)
         for record in records:
             if record.size() > limit:
-                key_schema = encoder.table.key_schema
-                self._send(self.oversized.divert(record, route.relation, key_schema, tx))
+                self._too_large(route, change, record, encoder.table.key_schema, tx)
             else:
                 self._send(record)
         return records
+
+    def _too_large(
+        self,
+        route: _Route,
+        change: Change,
+        record: KafkaRecord,
+        key_schema: Mapping[str, Any] | None,
+        tx: TxSource,
+    ) -> None:
+        """A record over its topic's limit: stop, or tolerate it as the table's policy
+        (`PipelineConfig.oversized_for`) says. The change's other records (a primary-key
+        change's delete and tombstone) go out as they are."""
+        error = self.oversized.too_large(record, route.relation, key_schema, tx)
+        if route.oversized == "fail":
+            raise error
+        self._tolerate(route, route.oversized, change, tx, error, record, key_schema)
 
     def _tolerating(self, route: _Route, change: Change, tx: TxSource) -> list[KafkaRecord]:
         """`_records` for a table whose `pipeline.on_error` is dlq or skip: a change it
@@ -516,9 +538,25 @@ class Pipeline:
                 error = exc
                 if route.encoder is None:
                     route.broken = exc
+        self._tolerate(route, route.on_error, change, tx, error)
+        return []
+
+    def _tolerate(
+        self,
+        route: _Route,
+        policy: str,
+        change: Change,
+        tx: TxSource,
+        error: BridgeError,
+        record: KafkaRecord | None = None,
+        key_schema: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The one way a table's trouble is let pass (`policy` dlq or skip): the change
+        (or its `record` over the size limit) dead-lettered or skipped, counted, the table
+        marked degraded and logged at its first."""
         relation = route.relation
         table = f"{relation.namespace}.{relation.name}"
-        parked = route.on_error == "dlq"
+        parked = policy == "dlq"
         first = table not in (self.metrics.dead_lettered if parked else self.metrics.skipped)
         log.log(
             logging.WARNING if first else logging.DEBUG,
@@ -532,9 +570,8 @@ class Pipeline:
             error.message,  # its hint (nothing acknowledged past it) is for a stop
         )
         if parked:
-            self._send(self.oversized.park(relation, change, error, tx))
+            self._send(self.oversized.park(relation, change, error, tx, record, key_schema))
         self.metrics.tolerated(table, parked)
-        return []
 
     def _send(self, record: KafkaRecord) -> None:
         assert self._tx is not None
@@ -700,6 +737,7 @@ class _Route:
         "limit",
         "on_error",
         "outbox",
+        "oversized",
         "private",
         "relation",
         "topic",
@@ -715,7 +753,9 @@ class _Route:
         self.topic = ""
         self.limit = 0
         self.counters: dict[str, list[int]] = {}  # op -> its Metrics.events counter
-        self.on_error = pipeline.cfg.pipeline.on_error_for(relation.namespace, relation.name)
+        settings = pipeline.cfg.pipeline
+        self.on_error = settings.on_error_for(relation.namespace, relation.name)
+        self.oversized = settings.oversized_for(relation.namespace, relation.name)
         self.broken: BridgeError | None = None  # dlq/skip: the registration that failed
 
     def resolve(self, pipeline: Pipeline) -> RowEncoder:

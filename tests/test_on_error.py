@@ -1,10 +1,11 @@
 """`pipeline.on_error`: one table's bad change never silences the others.
 
 Live, against the real stack: an xid8 above 2**63 (a value PostgreSQL accepts, the
-bridge's Avro long cannot hold) in one table. With that table in `dlq` mode the change is
-parked on the dead-letter topic with its coordinates, another table keeps flowing and the
-slot passes the bad transaction; with the default (`fail`) the bridge stops and the slot
-never passes it, also after a restart.
+bridge's Avro long cannot hold) in one table, or a row over its topic's max.message.bytes.
+With that table in `dlq` mode the change (or record) is parked on the dead-letter topic
+with its coordinates, another table keeps flowing and the slot passes the bad
+transaction; with the default (`fail`) the bridge stops and the slot never passes it,
+also after a restart.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import psycopg
 import pytest
 from delivery.helpers import bridge_settings
 from running import running
-from test_oversized import _confirmed_at_least, _read_json, _write
+from test_oversized import BIG_ROW, _confirmed_at_least, _read_json, _write, small_topic
 from waiting import wait_for
 
 from bridge.config import Config, PipelineConfig
@@ -25,6 +26,7 @@ from bridge.errors import ValueConversionError
 from bridge.metrics import BridgeCollector, Metrics
 
 BAD_XID8 = str(2**64 - 1)
+__all__ = ["small_topic"]  # a fixture of test_oversized's, used here
 
 
 def test_the_first_matching_table_pattern_wins_else_the_default() -> None:
@@ -177,3 +179,60 @@ def test_fail_by_default_stops_and_a_restart_does_not_pass_the_bad_change(
         error = again.join()
     assert isinstance(error, ValueConversionError), error
     assert not _confirmed_at_least(pg_conn, slot_name, inside_bad)
+
+
+def test_a_dlq_tables_oversized_row_is_parked_while_the_others_flow(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    small_topic: str,
+    tmp_path: Path,
+) -> None:
+    """The table's on_error governs a record too large for its topic (max.message.bytes
+    10000 here) as it does the other troubles, with pipeline.oversized left at stop."""
+    pg_conn.execute("CREATE TABLE big (id int PRIMARY KEY, payload text)")
+    pg_conn.execute("CREATE TABLE good (id int PRIMARY KEY, v text)")
+    cfg = _config(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path,
+        on_error_tables={r"public\.big": "dlq"},
+    )  # fmt: skip
+    assert cfg.pipeline.oversized == "stop"
+    with running(cfg) as bridge:
+        with pg_conn.transaction():
+            pg_conn.execute(BIG_ROW, (1,))
+            pg_conn.execute("INSERT INTO good VALUES (1, 'same transaction')")
+            row = pg_conn.execute(
+                "SELECT pg_current_xact_id()::text, pg_current_wal_insert_lsn()::text"
+            ).fetchone()
+        assert row is not None
+        xid, inside_big = int(row[0]), str(row[1])
+        _write(pg_conn, "INSERT INTO big VALUES (2, 'fits')")
+        last = _write(pg_conn, "INSERT INTO good VALUES (2, 'after')")
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
+        )
+        dead = _read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 1)
+        good = consume(cfg, f"{topic_prefix}.public.good", 2)
+        big = consume(cfg, small_topic, 1)
+        _, detail = bridge.pipeline.metrics.ready()
+        assert bridge.error is None and bridge.alive()
+    assert _confirmed_at_least(pg_conn, slot_name, inside_big)
+    assert [(key["id"], value["after"]["v"]) for key, value in good] == [
+        (1, "same transaction"),
+        (2, "after"),
+    ]
+    assert [(key["id"], value["after"]["payload"]) for key, value in big] == [(2, "fits")]
+    assert len(dead) == 1
+    key, letter = dead[0]
+    assert key is not None and letter["key_text"] == "{'id': 1}"  # Kafka's key, kept
+    assert letter["table"] == "public.big" and letter["op"] == "c"
+    assert letter["topic"] == small_topic and letter["limit"] == 10_000
+    assert letter["size"] > 50_000 and "after" not in letter
+    assert letter["txId"] == xid and letter["commit_lsn"] >= letter["lsn"] > 0
+    assert letter["error_type"] == "RecordTooLargeError"
+    assert "over the 10000-byte record limit" in letter["error"]
+    assert bridge.pipeline.metrics.dead_lettered == {"public.big": 1}
+    assert "degraded tables: public.big (1 dead-lettered)" in detail

@@ -21,11 +21,12 @@ from delivery.helpers import bridge_settings
 from running import running
 from waiting import wait_for
 
-from bridge.config import Config
+from bridge.config import Config, PipelineConfig
 from bridge.decode.messages import Relation
 from bridge.demo import consume
 from bridge.encode.records import SourceBlock, TxSource
 from bridge.errors import DeliveryError
+from bridge.events.model import Change
 from bridge.kafka.acks import AckTracker
 from bridge.kafka.oversized import RECORD_OVERHEAD, OversizedPolicy, TopicLimits, key_text
 from bridge.record import KafkaRecord
@@ -89,18 +90,42 @@ class _Limits:
 
 
 def test_a_dead_letter_keeps_the_key_change_headers_and_counts_them() -> None:
-    """A primary-key change's record keeps its `__debezium.*key` header on the dead-letter
-    topic (as Kafka Connect's dead-letter queue keeps headers); its size includes it."""
-    policy = OversizedPolicy("dead_letter", "p.dlq", _Limits(), {})  # type: ignore[arg-type]
+    """A primary-key change's record keeps its `__debezium.oldkey` header on the dead-letter
+    topic (as Kafka Connect's dead-letter queue keeps headers); its size includes it. The
+    letter has the coordinates every dead letter has (`park`, the one way one is made)."""
+    policy = OversizedPolicy("p.dlq", _Limits(), {})  # type: ignore[arg-type]
     relation = Relation(None, 1, "public", "big", "d", ())
     headers = [("__debezium.oldkey", b"\x00\x00\x00\x00\x07\x02")]
     tx = TxSource(SourceBlock("p", "db", "0"), 9, 0x100, 0)
-    letter = policy.divert(
-        KafkaRecord("p.public.big", b"k", b"x" * 500, headers), relation, None, tx
-    )
+    record = KafkaRecord("p.public.big", b"k", b"x" * 500, headers)
+    change = Change("c", relation, "", None, None, 0, (), 0, None, lsn=0xF0)
+    error = policy.too_large(record, relation, None, tx)
+    assert isinstance(error, DeliveryError)  # a stop is what it always was
+    limit = "over the 228-byte record limit of topic 'p.public.big'"
+    assert f"is {record.size()} bytes, {limit}" in error.message
+    letter = policy.park(relation, change, error, tx, record)
     assert (letter.topic, letter.key, letter.headers) == ("p.dlq", b"k", headers)
     assert letter.value is not None
-    assert json.loads(letter.value)["size"] == 1 + 500 + len("__debezium.oldkey") + 6
+    fields = json.loads(letter.value)
+    assert fields["size"] == 1 + 500 + len("__debezium.oldkey") + 6
+    coordinates = (fields["lsn"], fields["commit_lsn"], fields["txId"], fields["op"])
+    assert coordinates == (0xF0, 0x100, 9, "c")
+    assert fields["error_type"] == "RecordTooLargeError" and fields["error"] == error.message
+    assert "after" not in fields  # the row would not fit the dead-letter topic either
+    assert policy.diverted == 1
+
+
+def test_a_tables_on_error_governs_its_oversized_records_over_pipeline_oversized() -> None:
+    """dlq and skip tables: their own policy; fail tables: pipeline.oversized (stop is
+    fail, dead_letter is dlq)."""
+    tables = {r"public\.d": "dlq", r"public\.s": "skip", r"public\.f": "fail"}
+    for oversized in ("stop", "dead_letter"):
+        cfg = PipelineConfig(oversized=oversized, on_error_tables=tables)
+        assert cfg.oversized_for("public", "d") == "dlq"
+        assert cfg.oversized_for("public", "s") == "skip"
+        failing = "dlq" if oversized == "dead_letter" else "fail"
+        assert cfg.oversized_for("public", "f") == failing
+        assert cfg.oversized_for("public", "other") == failing
 
 
 class _SilentAdmin:
@@ -264,5 +289,8 @@ def test_dead_letter_mode_diverts_the_row_and_keeps_flowing(
     assert record["key_text"] == "{'id': 1}" and record["size"] > 50_000
     assert record["limit"] == 10_000 and record["partition"] is None
     assert record["key"] and record["lsn"] > 0 and record["reason"]
+    assert record["commit_lsn"] >= record["lsn"] and record["error_type"] == "RecordTooLargeError"
     assert [(key["id"], value["after"]["payload"]) for key, value in rows] == [(2, "small")]
     assert len(_read_json(stack.kafka_bootstrap, f"{topic_prefix}.dlq", 2, timeout=5)) == 1
+    # one path for every dead letter: the table is degraded as a dlq table's would be
+    assert bridge.pipeline.metrics.dead_lettered == {"public.big": 1}

@@ -33,7 +33,13 @@ from bridge.decode.messages import (
     TupleData,
 )
 from bridge.encode.records import TxSource
-from bridge.errors import BridgeError, DeliveryError, SlotLostError, SourceError
+from bridge.errors import (
+    BridgeError,
+    DeliveryError,
+    RecordTooLargeError,
+    SlotLostError,
+    SourceError,
+)
 from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change
 from bridge.kafka.acks import AckTracker
@@ -216,7 +222,7 @@ class NoLimit:
     def limit(self, topic: str, relation: Relation) -> int:
         return 1 << 30
 
-    def divert(self, *args: Any) -> KafkaRecord:
+    def too_large(self, *args: Any) -> RecordTooLargeError:
         raise AssertionError("nothing is oversized here")
 
     dead_letter_topic = "p.dlq"

@@ -1,13 +1,14 @@
-"""Rows too large for their topic: stop with an error naming table and key, or dead-letter;
-and the dead-letter topic itself, which also takes the changes of `pipeline.on_error: dlq`
-tables the bridge cannot encode or register.
+"""Records too large for their topic, and the dead-letter topic, which takes the changes
+(or records) of a table whose trouble its policy tolerates (`pipeline.on_error`).
 
-The decision is made before producing, in the pipeline thread, against the smallest of
-the producer's `message.max.bytes` and the topic's `max.message.bytes` (fetched once per
-topic). Sizes are uncompressed, as librdkafka checks them: a row is judged the same way
-whatever else shares its batch. A row is never dropped: in `dead_letter` mode it is
-replaced by a small JSON record on the dead-letter topic, produced under the same
-transaction handle, so the slot advances past it only once that record is delivered.
+A record's size is judged before producing, in the pipeline thread, against the smallest
+of the producer's `message.max.bytes` and the topic's `max.message.bytes` (fetched once
+per topic). Sizes are uncompressed, as librdkafka checks them: a row is judged the same
+way whatever else shares its batch. Too large is a `RecordTooLargeError`, one of a table's
+troubles like a value it cannot encode: the pipeline stops on it, or (dlq) replaces the
+record by a small JSON record on the dead-letter topic, produced under the same
+transaction handle, so the slot advances past it only once that record is delivered, or
+(skip) leaves it out, counted.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from bridge.decode.messages import KIND_TEXT, KIND_UNCHANGED, Relation, TupleData
 from bridge.encode.records import TxSource
-from bridge.errors import BridgeError, DeliveryError
+from bridge.errors import BridgeError, DeliveryError, RecordTooLargeError
 from bridge.events.model import Change
-from bridge.record import Headers, KafkaRecord
+from bridge.record import KafkaRecord
 
 log: Final = logging.getLogger("bridge.oversized")
 
@@ -131,7 +132,8 @@ def key_text(key: bytes | None, key_schema: Mapping[str, Any] | None) -> str:
 
 
 class OversizedPolicy:
-    """What to do with a row over its topic's limit (config `pipeline.oversized`).
+    """Records over their topic's limit, and the dead-letter records of a table's troubles
+    (`pipeline.on_error`, `pipeline.oversized`: the pipeline decides which table stops).
 
     `tables` (topic -> "schema.table") is shared with the ack tracker, so a size failure
     that still reaches a delivery callback names the table too.
@@ -139,12 +141,10 @@ class OversizedPolicy:
 
     def __init__(
         self,
-        mode: str,
         dead_letter_topic: str,
         limits: TopicLimits,
         tables: MutableMapping[str, str],
     ) -> None:
-        self.mode = mode
         self.dead_letter_topic = dead_letter_topic
         self._limits = limits
         self._tables = tables
@@ -156,70 +156,51 @@ class OversizedPolicy:
             self._tables[topic] = f"{relation.namespace}.{relation.name}"
         return self._limits.get(topic)
 
-    def divert(
+    def too_large(
         self,
         record: KafkaRecord,
         relation: Relation,
         key_schema: Mapping[str, Any] | None,
         source: TxSource,
-    ) -> KafkaRecord:
-        """The dead-letter record replacing `record`, a row of `relation` over its topic's
-        limit; raises `DeliveryError` in `stop` mode.
-
-        It keeps the record's key and headers (a primary-key change's link to the other
-        key), as Kafka Connect's dead-letter queue keeps a record's headers."""
-        table = f"{relation.namespace}.{relation.name}"
-        topic, key = record.topic, record.key
-        size = record.size()
-        limit = self._limits.get(topic) + RECORD_OVERHEAD
-        shown = key_text(key, key_schema)
-        lsn = source.base["commit_lsn"]
-        if self.mode != "dead_letter":
-            raise DeliveryError(
-                f"a row of table {table} with key {shown} is {size} bytes, over the "
-                f"{limit}-byte record limit of topic {topic!r} (commit LSN {lsn})",
-                hint="raise the topic's max.message.bytes (and kafka.producer "
-                "message.max.bytes), or set pipeline.oversized: dead_letter to send such "
-                f"rows to {self.dead_letter_topic!r}; nothing from this transaction on "
-                "was acknowledged to PostgreSQL",
-            )
-        log.warning(
-            "row of table %s with key %s (%d bytes) exceeds the %d-byte limit of topic %r: "
-            "sent to dead-letter topic %r",
-            table,
-            shown,
-            size,
-            limit,
-            topic,
-            self.dead_letter_topic,
+    ) -> RecordTooLargeError:
+        """The error of `record`, a record of `relation` over its topic's limit: raised
+        by a table that stops on it, the dead letter's `error` otherwise."""
+        limit = self._limits.get(record.topic) + RECORD_OVERHEAD
+        return RecordTooLargeError(
+            f"a row of table {relation.namespace}.{relation.name} with key "
+            f"{key_text(record.key, key_schema)} is {record.size()} bytes, over the "
+            f"{limit}-byte record limit of topic {record.topic!r} (commit LSN "
+            f"{source.base['commit_lsn']})",
+            hint="raise the topic's max.message.bytes (and kafka.producer "
+            "message.max.bytes), or set pipeline.oversized: dead_letter (or the table's "
+            f"pipeline.on_error_tables entry: dlq) to send such rows to "
+            f"{self.dead_letter_topic!r}; nothing from this transaction on was "
+            "acknowledged to PostgreSQL",
         )
-        letter: dict[str, Any] = {
-            "topic": topic,
-            "partition": None,  # decided before producing: never assigned one
-            "table": table,
-            "key": None if key is None else base64.b64encode(key).decode("ascii"),
-            "key_text": shown,
-            "size": size,
-            "limit": limit,
-            "reason": "record larger than the topic's max.message.bytes or the producer's "
-            "message.max.bytes",
-            "lsn": lsn,
-            "txId": source.base["txId"],
-        }
-        return self._letter(key, letter, record.headers)
 
     def park(
-        self, relation: Relation, change: Change, error: BridgeError, source: TxSource
+        self,
+        relation: Relation,
+        change: Change,
+        error: BridgeError,
+        source: TxSource,
+        record: KafkaRecord | None = None,
+        key_schema: Mapping[str, Any] | None = None,
     ) -> KafkaRecord:
-        """The dead-letter record of a change of `relation` the bridge could not encode or
-        register a schema for (`pipeline.on_error: dlq`): its coordinates, the error, and
-        the change's values as PostgreSQL sent them (text as text, binary as base64)."""
-        table = f"{relation.namespace}.{relation.name}"
-        names = [column.name for column in relation.columns]
+        """The one way a dead letter is made: JSON on the dead-letter topic, counted, in
+        place of a change of `relation` the bridge could not encode or register a schema
+        for, or of its `record` over the topic's limit (`RecordTooLargeError`).
+
+        Every letter holds the change's coordinates and the error. One of a change holds
+        the change's values as PostgreSQL sent them (text as text, binary as base64); one
+        of an oversized record holds its key (Kafka's key, base64, and as text), size and
+        limit instead of the row (which would not fit either), and keeps the record's key
+        and headers (a primary-key change's link to the other key), as Kafka Connect's
+        dead-letter queue keeps a record's headers."""
         letter: dict[str, Any] = {
             "topic": None,
-            "partition": None,
-            "table": table,
+            "partition": None,  # decided before producing: never assigned one
+            "table": f"{relation.namespace}.{relation.name}",
             "op": change.op,
             "reason": "change the bridge cannot encode or register a schema for",
             "error": error.message,  # its hint is for a stop
@@ -227,15 +208,23 @@ class OversizedPolicy:
             "lsn": change.lsn,
             "commit_lsn": source.base["commit_lsn"],
             "txId": source.base["txId"],
-            "before": _raw_row(names, change.old),
-            "after": _raw_row(names, change.new),
         }
-        return self._letter(None, letter, None)
-
-    def _letter(
-        self, key: bytes | None, letter: dict[str, Any], headers: Headers | None
-    ) -> KafkaRecord:
-        """The one way a dead letter is made: JSON on the dead-letter topic, counted."""
+        if record is None:
+            names = [column.name for column in relation.columns]
+            letter["before"] = _raw_row(names, change.old)
+            letter["after"] = _raw_row(names, change.new)
+            key, headers = None, None
+        else:
+            key, headers = record.key, record.headers
+            letter.update(
+                topic=record.topic,
+                reason="record larger than the topic's max.message.bytes or the producer's "
+                "message.max.bytes",
+                key=None if key is None else base64.b64encode(key).decode("ascii"),
+                key_text=key_text(key, key_schema),
+                size=record.size(),
+                limit=self._limits.get(record.topic) + RECORD_OVERHEAD,
+            )
         self.diverted += 1
         return KafkaRecord(self.dead_letter_topic, key, json.dumps(letter).encode(), headers)
 
