@@ -360,10 +360,11 @@ class BatchFacts(NamedTuple):
     moved: int  # primary-key changes' creates (an upper bound of those lacking values)
 
 
-def batch_facts(changes: DataFrame) -> BatchFacts:
-    """`BatchFacts` of decoded changes, in one aggregation (it decodes every record)."""
+def decoded_facts(changes: DataFrame) -> BatchFacts:
+    """`BatchFacts` of decoded changes, in one aggregation (it decodes every record); a
+    caller holding the raw batch's `reader.batch_facts` uses `known_facts` instead."""
     moved = sf.count_if(_moved()) if OLD_KEY in changes.columns else sf.lit(0)
-    found = changes.agg(sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn"))), moved).first()
+    found = changes.agg(_newest_truncate(), moved).first()
     if found is None:
         return BatchFacts(None, 0)
     return BatchFacts(None if found[0] is None else int(found[0]), int(found[1] or 0))
@@ -381,8 +382,12 @@ def known_facts(decoder: ChangeDecoder, raw: DataFrame, topics: Sequence[TopicFa
 
 def newest_truncate(changes: DataFrame) -> int | None:
     """The newest TRUNCATE's LSN among `changes`, None without one."""
-    found = changes.agg(sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn")))).first()
+    found = changes.agg(_newest_truncate()).first()
     return None if found is None or found[0] is None else int(found[0])
+
+
+def _newest_truncate() -> Column:
+    return sf.max(sf.when(sf.col("op") == "t", sf.col("_lsn")))
 
 
 def fold(
@@ -414,7 +419,7 @@ def fold(
     if "_tombstone" in changes.columns:
         changes = changes.where(~sf.col("_tombstone"))
     if facts is None:
-        facts = batch_facts(changes)
+        facts = decoded_facts(changes)
     truncate = facts.truncate if (facts.truncate or 0) > floor else None
     low = max(floor, truncate or 0)
     if not facts.moved or OLD_KEY not in changes.columns:

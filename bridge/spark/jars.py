@@ -106,9 +106,11 @@ def java_home() -> Path:
 
 
 @contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".spark-jars.lock").open("w") as lock:
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (created with its directory): processes
+    that fill one cache at once (parallel test sessions, two drivers) build it once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -163,7 +165,7 @@ def spark_jars(root: Path | None = None) -> list[Path]:
     root = root or cache_root()
     target = root / jars_dir_name()
     if not (target / COMPLETE_MARKER).is_file():
-        with _locked(root):
+        with file_lock(root / ".spark-jars.lock"):
             if not (target / COMPLETE_MARKER).is_file():
                 shutil.rmtree(target, ignore_errors=True)
                 with tempfile.TemporaryDirectory(prefix="pgkb-spark-jars-", dir=root) as scratch:

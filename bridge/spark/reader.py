@@ -89,17 +89,10 @@ _OFFSET_OPTIONS = {
 }
 
 
-def _schema_id(data: Column, strict: bool) -> Column:
-    """The writer schema id of framed bytes; bytes without the framing fail the query, or
-    (not `strict`: PERMISSIVE) read as null, to be quarantined."""
-    framed = sf.hex(sf.substring(data, 1, 1)) == sf.lit("00")
-    found = sf.when(data.isNull(), sf.lit(None).cast("bigint")).when(
-        framed & (sf.length(data) >= 5),
-        sf.conv(sf.hex(sf.substring(data, 2, 4)), 16, 10).cast("bigint"),
-    )
-    if not strict:
-        return found
-    return found.otherwise(sf.raise_error(_not_framed()))
+def _schema_id(header: Column) -> Column:
+    """The writer schema id of a framing (`_header`), null for null: only PERMISSIVE's error
+    rows read it as a number."""
+    return sf.conv(sf.hex(sf.substring(header, 2, 4)), 16, 10).cast("bigint")
 
 
 def _body(data: Column) -> Column:
@@ -165,9 +158,9 @@ def frame(raw: DataFrame, *, strict: bool = True, carry: Sequence[str] = ()) -> 
         _header(value, strict).alias("_vh"),
         sf.when(value.isNull(), _header(key, strict)).alias("_kh"),
         _header(old_key, strict).alias("_okh"),
-        _schema_id(value, strict).alias("_vid"),
-        sf.when(value.isNull(), _schema_id(key, strict)).alias("_kid"),
-        _schema_id(old_key, strict).alias("_okid"),
+        _schema_id(_header(value, strict)).alias("_vid"),
+        sf.when(value.isNull(), _schema_id(_header(key, strict))).alias("_kid"),
+        _schema_id(_header(old_key, strict)).alias("_okid"),
         *carry,
     )
 

