@@ -224,7 +224,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         tracker=tracker,
         producer=producer,
         oversized=OversizedPolicy(
-            cfg.pipeline.dead_letter_topic or f"{kafka.topic_prefix}.dlq",
+            cfg.dead_letter_topic(),
             TopicLimits(
                 kafka_client_config(kafka),
                 producer_max_bytes(kafka.producer),

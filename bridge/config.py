@@ -802,6 +802,11 @@ class Config(BaseSettings):
             )
         return self
 
+    def dead_letter_topic(self) -> str:
+        """`pipeline.dead_letter_topic`, by default `<topic_prefix>.dlq`: written by the
+        bridge, read by `bridge verify`."""
+        return self.pipeline.dead_letter_topic or f"{self.kafka.topic_prefix}.dlq"
+
     def secrets(self) -> list[str]:
         """Every secret value in the configuration, for masking in logs."""
         found = []

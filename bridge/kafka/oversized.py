@@ -28,6 +28,7 @@ from bridge.decode.messages import KIND_TEXT, KIND_UNCHANGED, Relation, TupleDat
 from bridge.encode.records import TxSource
 from bridge.errors import BridgeError, DeliveryError, RecordTooLargeError
 from bridge.events.model import Change
+from bridge.lsn import LSN
 from bridge.record import KafkaRecord
 
 log: Final = logging.getLogger("bridge.oversized")
@@ -170,7 +171,7 @@ class OversizedPolicy:
             f"a row of table {relation.namespace}.{relation.name} with key "
             f"{key_text(record.key, key_schema)} is {record.size()} bytes, over the "
             f"{limit}-byte record limit of topic {record.topic!r} (commit LSN "
-            f"{source.base['commit_lsn']})",
+            f"{LSN(source.base['commit_lsn'])})",
             hint="raise the topic's max.message.bytes (and kafka.producer "
             "message.max.bytes), or set pipeline.oversized: dead_letter (or the table's "
             f"pipeline.on_error_tables entry: dlq) to send such rows to "

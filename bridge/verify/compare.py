@@ -38,15 +38,18 @@ from typing import Any, Final, Protocol
 
 import psycopg
 
-from bridge.decode.messages import KIND_TEXT
+from bridge.decode.messages import KIND_TEXT, KIND_UNCHANGED
+from bridge.errors import ValueConversionError
 from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.chunks import Chunk, chunk_query
 from bridge.snapshot.reader import TableJob, encode_rows, snapshot_source
 from bridge.verify import scan
+from bridge.verify.deadletters import DeadLetter, Explained
 from bridge.verify.state import Decoder, TopicState, differing_columns, kept
 from bridge.verify.store import Kept, KeyStore
 
 SAMPLES = 5  # keys shown per kind of mismatch
+DEAD_LETTERED_KEYS: Final = 100  # dead-lettered keys listed per table, with their letters
 REPAIR_KEY_LIMIT: Final = 100_000  # keys of one table verify --spark --repair collects
 _FETCH = 2000
 
@@ -127,10 +130,16 @@ class TableResult:
     reread_keys: list[tuple[str, ...]] = field(default_factory=list)
     ghost_keys: dict[bytes, Kept] = field(default_factory=dict)
     lake_left: int = 0  # lake keys to fix that --repair cannot (`bridge.verify.lake.LakeFix`)
+    # keys that differ because their changes were dead-lettered (not in missing, ghosts or
+    # different), with the letter of each (`bridge.verify.deadletters`), and the table's
+    # letters before the point
+    dead_lettered: int = 0
+    dead_lettered_keys: list[dict[str, str]] = field(default_factory=list)
+    dead_letters: int = 0
 
     @property
     def ok(self) -> bool:
-        kafka = not (self.missing or self.ghosts or self.different)
+        kafka = not (self.missing or self.ghosts or self.different or self.dead_lettered)
         return self.skipped is None and kafka and (self.lake is None or self.lake.ok)
 
     @property
@@ -160,6 +169,9 @@ class TableResult:
             "different": self.different,
             "different_columns": dict(sorted(self.columns.items())),
             "sample_keys": self.samples,
+            "dead_lettered": self.dead_lettered,
+            "dead_lettered_keys": self.dead_lettered_keys,
+            "dead_letters": self.dead_letters,
             "skipped": self.skipped,
             "kafka_state_on_disk": self.on_disk,
             **({} if self.lake is None else {"lake": self.lake.as_dict()}),
@@ -179,10 +191,16 @@ def compare_table(
     result: TableResult,
     record_keys: RecordKeys,
     lake: LakeSink | None = None,
+    letters: Explained | None = None,
 ) -> None:
     """Fill `result` from the table read on `conn` (inside the point's snapshot); each row's
     key (as `Decoder.key`), framed key and value also go to `lake` when given. The rows'
-    states are taken out of `state.keys`: what is left are the keys PostgreSQL lacks."""
+    states are taken out of `state.keys`: what is left are the keys PostgreSQL lacks.
+
+    With `letters` (a table that dead-letters or skips its troubles), a difference whose
+    key a letter names is counted as dead-lettered, and a row the bridge's encoder cannot
+    encode (the trouble that got its change dead-lettered or skipped) is compared by its
+    key alone instead of stopping verify: it differs from whatever Kafka holds."""
     decoder = state.decoder
     store = state.keys
     result.records = state.records
@@ -193,8 +211,11 @@ def compare_table(
     all_text = bytes((KIND_TEXT,)) * len(names)
     query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
     source = snapshot_source("", "", state.point, "true")
-    bodies = job.encoder.row_bodies
-    found = _Found(decoder, result)
+    found = _Found(decoder, result, letters)
+    bodies: _Bodies = job.encoder.row_bodies
+    if letters is not None:
+        key_only = bytes(KIND_TEXT if i in key_at else KIND_UNCHANGED for i in range(len(names)))
+        bodies = _by_key_when_unencodable(bodies, key_only, found.unencodable)
     if not store.on_disk:
         result.live_keys = store.live_count()
     number = 0
@@ -244,15 +265,40 @@ def _partitions(store: KeyStore, found: _Found) -> list[tuple[bytes, bytes]]:
     return ghosts
 
 
+# the encoder's `row_bodies`: (kinds, values) -> (key body, row body)
+_Bodies = Callable[[bytes, tuple[bytes | None, ...]], tuple[bytes, bytes]]
+
+
+def _by_key_when_unencodable(bodies: _Bodies, key_only: bytes, unencodable: set[bytes]) -> _Bodies:
+    """`bodies` (the encoder's `row_bodies`) that, for a row it cannot encode, writes the
+    key alone, the other columns as unchanged TOASTed values (NULL, as an old key's row
+    is written), and keeps the key in `unencodable`: the row takes its key's state out
+    and differs from it. A key that cannot be encoded still stops verify."""
+
+    def write(kinds: bytes, values: tuple[bytes | None, ...]) -> tuple[bytes, bytes]:
+        try:
+            return bodies(kinds, values)
+        except ValueConversionError:
+            key, body = bodies(key_only, values)
+            unencodable.add(key)
+            return key, body
+
+    return write
+
+
 class _Found:
     """What the comparison found, put in `result` in an order that does not depend on the
     store's: mismatches by row number, ghosts by key."""
 
-    def __init__(self, decoder: Decoder, result: TableResult) -> None:
+    def __init__(
+        self, decoder: Decoder, result: TableResult, letters: Explained | None = None
+    ) -> None:
         self.decoder = decoder
         self.result = result
-        # (row number, kind, key body, key texts)
-        self.mismatches: list[tuple[int, str, bytes, tuple[str, ...]]] = []
+        self.letters = letters
+        # (row number, kind, key body, key texts, the letter that explains it)
+        self.mismatches: list[tuple[int, str, bytes, tuple[str, ...], DeadLetter | None]] = []
+        self.unencodable: set[bytes] = set()  # keys of rows the encoder could not encode
 
     def equal(self, rows: int) -> None:
         self.result.rows += rows
@@ -270,26 +316,35 @@ class _Found:
         result = self.result
         result.rows += 1
         result.decoded += 1
+        unencodable = key in self.unencodable
         if state is None or not scan.live(state):
-            result.missing += 1
             kind = "missing"
-        elif state[scan.COLUMNS_AT :] == columns:
+        elif state[scan.COLUMNS_AT :] == columns and not unencodable:
             result.equal += 1
             return
         else:
-            result.different += 1
-            result.columns.update(
-                differing_columns(self.decoder.fields, state[scan.COLUMNS_AT :], columns)
-            )
             kind = "different"
-        self.mismatches.append((number, kind, key, tuple(t.decode() for t in texts)))
+        named = tuple(t.decode() for t in texts)
+        letter = None if self.letters is None else self.letters.find(key, named)
+        if letter is not None:
+            result.dead_lettered += 1
+        elif kind == "missing":
+            result.missing += 1
+        else:
+            result.different += 1
+            if state is not None and not unencodable:  # else its columns were not written
+                result.columns.update(
+                    differing_columns(self.decoder.fields, state[scan.COLUMNS_AT :], columns)
+                )
+        self.mismatches.append((number, kind, key, named, letter))
 
     def finish(self, ghosts: list[tuple[bytes, bytes]], record_keys: RecordKeys) -> None:
         result, decoder = self.result, self.decoder
-        self.mismatches.sort()
-        for _, kind, key, texts in self.mismatches:
-            result.sample(kind, decoder, key)
-            result.reread_keys.append(texts)
+        self.mismatches.sort(key=lambda found: found[0])
+        for _, kind, key, texts, letter in self.mismatches:
+            self._report(kind, key, letter)
+            if key not in self.unencodable:  # re-emitting meets the same trouble
+                result.reread_keys.append(texts)
         wanted = []
         raw: dict[bytes, bytes] = {}
         for key, state in ghosts:
@@ -304,9 +359,22 @@ class _Found:
             partition, offset, _ = scan.where_of(state)
             framed = raw.get(key) or fetched[partition, offset]
             result.ghost_keys[decoder.key(framed, f"{result.topic} ghost")] = kept(state, framed)
-        result.ghosts = len(result.ghost_keys)
         for name in sorted(result.ghost_keys):  # the same samples whatever the store's order
-            result.sample("ghost", decoder, name)
+            letter = None if self.letters is None else self.letters.find(name, None)
+            if letter is None:
+                result.ghosts += 1
+            else:
+                result.dead_lettered += 1
+            self._report("ghost", name, letter)
+
+    def _report(self, kind: str, key: bytes, letter: DeadLetter | None) -> None:
+        """A difference into the samples, or, explained by `letter`, with it into
+        `dead_lettered_keys` (up to `DEAD_LETTERED_KEYS`)."""
+        result = self.result
+        if letter is None:
+            result.sample(kind, self.decoder, key)
+        elif len(result.dead_lettered_keys) < DEAD_LETTERED_KEYS:
+            result.dead_lettered_keys.append(letter.shown(self.decoder.show_key(key), kind))
 
 
 def _text(value: bytes | None) -> str:

@@ -57,7 +57,8 @@ def _registry(result: Verification, seconds: float) -> CollectorRegistry:
     )
     mismatches = Gauge(
         "bridge_verify_mismatches",
-        "Keys that differ between the table and its topic at the last verification",
+        "Keys that differ between the table and its topic at the last verification; "
+        "dead_lettered: because their changes were dead-lettered",
         ["table", "kind"],
         registry=registry,
     )
@@ -76,6 +77,7 @@ def _registry(result: Verification, seconds: float) -> CollectorRegistry:
             ("missing", table.missing),
             ("ghost", table.ghosts),
             ("different", table.different),
+            ("dead_lettered", table.dead_lettered),
         ):
             mismatches.labels(table.table, kind).set(count)
         if table.lake is not None:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 
 from bridge.lsn import LSN
-from bridge.verify.compare import LAKE_FORMATS, LAKE_KINDS, LAKE_VERSIONS, LakeResult
+from bridge.verify.compare import (
+    DEAD_LETTERED_KEYS,
+    LAKE_FORMATS,
+    LAKE_KINDS,
+    LAKE_VERSIONS,
+    SAMPLES,
+    LakeResult,
+    TableResult,
+)
 from bridge.verify.run import Verification
 
-_COLUMNS = ("table", "status", "rows", "equal", "missing", "ghosts", "different")
+_COLUMNS = ("table", "status", "rows", "equal", "missing", "ghosts", "different", "dead-lettered")
 
 
 def as_json(result: Verification) -> str:
@@ -16,6 +24,7 @@ def as_json(result: Verification) -> str:
         {
             "point": str(LSN(result.point)),
             "ok": result.ok,
+            "dead_letter_topic": result.dead_letter_topic,
             "tables": [t.as_dict() for t in result.tables],
         },
         indent=2,
@@ -27,7 +36,7 @@ def as_table(result: Verification) -> str:
     """One line per table, then the differing columns and a few keys of each mismatch."""
     rows = [list(_COLUMNS)]
     for t in result.tables:
-        counts = (t.rows, t.equal, t.missing, t.ghosts, t.different)
+        counts = (t.rows, t.equal, t.missing, t.ghosts, t.different, t.dead_lettered)
         rows.append([t.table, t.status, *(str(n) for n in counts)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
     lines = [f"verification point {LSN(result.point)}"]
@@ -40,10 +49,30 @@ def as_table(result: Verification) -> str:
             lines.append(f"{t.table}: columns that differ: {shown}")
         for kind, keys in t.samples.items():
             lines.append(f"{t.table}: {kind} keys: {'; '.join(keys)}")
+        lines += _dead_lettered_lines(t, result.dead_letter_topic)
         if t.lake is not None:
             lines += _lake_lines(t.table, t.lake)
     lines.append("all tables match" if result.ok else "MISMATCH")
     return "\n".join(lines)
+
+
+def _dead_lettered_lines(t: TableResult, topic: str) -> list[str]:
+    """The differences dead letters explain, a few with their letter's coordinates."""
+    if not t.dead_lettered:
+        return []
+    lines = [
+        f"{t.table}: {t.dead_lettered} key(s) differ because their changes were "
+        f"dead-lettered to {topic} (of {t.dead_letters} dead letter(s) before the point)"
+    ]
+    for entry in t.dead_lettered_keys[:SAMPLES]:
+        lines.append(
+            f"{t.table}: dead-lettered {entry['kind']} key {entry['key']}: {entry['op']} at "
+            f"LSN {entry['lsn']} (commit LSN {entry['commit_lsn']}): {entry['error']}"
+        )
+    if t.dead_lettered > SAMPLES:
+        more = t.dead_lettered - SAMPLES
+        lines.append(f"{t.table}: {more} more (--format json lists up to {DEAD_LETTERED_KEYS})")
+    return lines
 
 
 def _lake_lines(table: str, lake: LakeResult) -> list[str]:

@@ -44,6 +44,7 @@ from bridge.snapshot.reader import (
 )
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
+from bridge.verify.deadletters import DeadLetter, Explained, read_letters
 from bridge.verify.schemas import is_local, lookup_registry
 from bridge.verify.state import Decoder, TopicState
 from bridge.verify.store import DEFAULT_MEMORY_LIMIT
@@ -58,6 +59,7 @@ _POLL_S = 0.2
 class Verification:
     point: int
     tables: list[TableResult]
+    dead_letter_topic: str = ""  # where the differences `dead_lettered` counts were sent
 
     @property
     def ok(self) -> bool:
@@ -144,6 +146,7 @@ def verify(
         await_delivered(cfg, catalog_conn, point, timeout)
         registry, lookups = lookup_registry(cfg)  # reads only (`bridge.verify.schemas`)
         jobs = build_jobs(cfg, catalog_conn, chosen, registry)
+        letters = read_letters(cfg, {t.label for t in chosen}, point, timeout)
 
         results = []
         for table in chosen:
@@ -156,6 +159,7 @@ def verify(
                 continue
             decoder = Decoder(key_schema, job.encoder.table.envelope_schema, lookups.text)
             result.decoder, result.job, result.snapshot_table = decoder, job, table
+            explained = _explained(cfg, table, decoder, letters.get(table.label, []), result)
             target = (delta or {}).get(table.label)
             if distributed:
                 spark = spark or opened.enter_context(_session(spark_master, spark_conf))
@@ -180,13 +184,31 @@ def verify(
                 )
                 if target is None:
                     keys = functools.partial(record_keys, cfg, job.topic)
-                    compare_table(reader, table, job, state, result, keys)
+                    compare_table(reader, table, job, state, result, keys, None, explained)
                 else:
                     spark = spark or opened.enter_context(_session(spark_master, spark_conf))
                     progress(f"{table.label}: comparing the topic, then the lake table {target}")
-                    _with_lake(cfg, reader, spark, target, state, result, timeout)
+                    _with_lake(cfg, reader, spark, target, state, result, timeout, explained)
             progress(f"{table.label}: {result.status}")
-        return Verification(point, results)
+        return Verification(point, results, cfg.dead_letter_topic())
+
+
+def _explained(
+    cfg: Config,
+    table: SnapshotTable,
+    decoder: Decoder,
+    letters: Sequence[DeadLetter],
+    result: TableResult,
+) -> Explained | None:
+    """The table's dead letters by key (their number in `result`), for a table that has
+    some or whose policy lets a change pass (`pipeline.on_error`): its rows the encoder
+    cannot encode are then differences, not the end of verify. None for the others,
+    which stop at such a row."""
+    result.dead_letters = len(letters)
+    relation = table.relation
+    if not letters and cfg.pipeline.on_error_for(relation.namespace, relation.name) == "fail":
+        return None
+    return Explained(letters, decoder, [k.name for k in table.key])
 
 
 def _check_delta(chosen: Sequence[SnapshotTable], delta: Mapping[str, str]) -> None:
@@ -206,6 +228,7 @@ def _with_lake(
     state: TopicState,
     result: TableResult,
     timeout: float,
+    explained: Explained | None,
 ) -> None:
     """`compare_table`, with PostgreSQL's rows also handed to the lake comparison; the
     keys that differ in the lake join those `--repair` fixes through the topic (so a row
@@ -218,7 +241,7 @@ def _with_lake(
     assert key_schema is not None
     side = LakeSide(result.topic, state)
     fetch = functools.partial(record_keys, cfg, result.topic)
-    compare_table(reader, result.snapshot_table, result.job, state, result, fetch, side)
+    compare_table(reader, result.snapshot_table, result.job, state, result, fetch, side, explained)
     keys = [f["name"] for f in key_schema["fields"]]
     fix = LakeFix()
     result.lake = side.compare(spark, cfg, target, keys, timeout, fix)

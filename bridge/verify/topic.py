@@ -148,6 +148,16 @@ def read_topic(
     return {p: high for p, (_, high) in ranges.items()}
 
 
+def messages(cfg: Config, topic: str, timeout: float) -> Iterator[Any]:
+    """Every committed record of `topic` present now, partition after partition, not
+    folded (the dead-letter topic, `bridge.verify.deadletters`)."""
+    deadline = time.monotonic() + timeout
+    for partition, (low, high) in topic_offsets(cfg, topic).items():
+        if high > low:
+            for batch in _partition_records(cfg, topic, partition, low, high, deadline, 1):
+                yield from batch
+
+
 def _lsn(entry: Entry) -> int:
     return entry.lsn
 

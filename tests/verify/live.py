@@ -11,11 +11,17 @@ from bridge.config import Config
 
 
 def bridge_config(
-    stack: Any, pg_db: str, publication: str, signal_table: str | None = "public.signals"
+    stack: Any,
+    pg_db: str,
+    publication: str,
+    signal_table: str | None = "public.signals",
+    pipeline: dict[str, Any] | None = None,
 ) -> Config:
     """The bridge on `publication` (made by the test), with an initial snapshot and the
-    signal table `signal_table` that --repair writes to (None: none)."""
+    signal table `signal_table` that --repair writes to (None: none); `pipeline`: its
+    pipeline settings."""
     return Config(
+        pipeline=pipeline or {},
         source={
             "host": stack.pg_host,
             "port": stack.pg_port,

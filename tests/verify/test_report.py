@@ -143,3 +143,36 @@ def test_an_unreachable_gateway_is_a_verify_error() -> None:
     server.server_close()  # nothing listens there now
     with pytest.raises(VerifyError, match="cannot push the metrics"):
         push_metrics(verdict(), f"http://127.0.0.1:{port}", "bridge_a", 1.0)
+
+
+def test_dead_lettered_differences_are_named_apart_and_still_differences(tmp_path: Path) -> None:
+    """Not ok (exit 1): a dead-lettered difference is still one, named as such."""
+    table = TableResult("public.d", "p.public.d", rows=3, live_keys=2, equal=1, missing=1)
+    table.dead_lettered, table.dead_letters = 1, 4
+    entry = {"key": '{"id": 7}', "kind": "different", "op": "u", "lsn": "0/10"}
+    table.dead_lettered_keys = [{**entry, "commit_lsn": "0/20", "error": "too large"}]
+    found = Verification(0x30, [table], "p.dlq")
+    assert not found.ok and table.status == "differs"
+    text = as_table(found)
+    assert (
+        "public.d: 1 key(s) differ because their changes were dead-lettered to p.dlq "
+        "(of 4 dead letter(s) before the point)"
+    ) in text
+    assert (
+        'public.d: dead-lettered different key {"id": 7}: u at LSN 0/10 (commit LSN 0/20): '
+        "too large"
+    ) in text
+    doc = json.loads(as_json(found))
+    assert doc["dead_letter_topic"] == "p.dlq"
+    assert (doc["tables"][0]["missing"], doc["tables"][0]["dead_lettered"]) == (1, 1)
+    path = tmp_path / "verify.prom"
+    write_metrics(found, path, 1.0)
+    kinds = {
+        s.labels["kind"]: s.value
+        for family in text_string_to_metric_families(path.read_text())
+        for s in family.samples
+        if s.name == "bridge_verify_mismatches"
+    }
+    assert kinds == {"missing": 1, "ghost": 0, "different": 0, "dead_lettered": 1}
+    table.dead_lettered, table.missing, table.dead_lettered_keys = 0, 0, []
+    assert found.ok  # letters whose keys match again are no difference
