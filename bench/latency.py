@@ -58,8 +58,10 @@ DDL = (
 MIX = (("insert", 0.5), ("update", 0.4), ("delete", 0.1))
 
 
-def write(dsn: str, rate: float | None, seconds: float, size: int, out: Any) -> None:
-    """The writer process: paced ticks of mixed operations for WARMUP_S + `seconds`.
+def write(
+    dsn: str, rate: float | None, seconds: float, size: int, out: Any, warmup: float = WARMUP_S
+) -> None:
+    """The writer process: paced ticks of mixed operations for `warmup` + `seconds`.
 
     Sends back (all operations, operations and seconds after the warm-up, the wall
     time in ms the measured part began). Deletes take the oldest live ids and updates
@@ -74,8 +76,8 @@ def write(dsn: str, rate: float | None, seconds: float, size: int, out: Any) -> 
         conn.execute("SET synchronous_commit = on")
         start = time.monotonic()
         tick = 0
-        while (now := time.monotonic()) - start < WARMUP_S + seconds:
-            if measured is None and now - start >= WARMUP_S:
+        while (now := time.monotonic()) - start < warmup + seconds:
+            if measured is None and now - start >= warmup:
                 measured = (ops, now, time.time() * 1000)
             per_tick = 100 if rate is None else rate * TICK_S
             n = int(per_tick * (tick + 1)) - int(per_tick * tick)
@@ -111,7 +113,7 @@ def write(dsn: str, rate: float | None, seconds: float, size: int, out: Any) -> 
         out.send((ops, ops - measured[0], time.monotonic() - measured[1], measured[2]))
 
 
-def _summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(values), 1),
         "p95": round(percentile(values, 0.95), 1),
@@ -176,8 +178,8 @@ def run(
         "offered_ops_per_s": "max" if rate is None else int(rate),
         "achieved_ops_per_s": round(ops / took),
         "changes": ops,
-        "commit_to_kafka_ms": _summary(to_kafka),
-        "commit_to_consumer_ms": _summary(to_consumer),
+        "commit_to_kafka_ms": summary(to_kafka),
+        "commit_to_consumer_ms": summary(to_consumer),
         "bridge_cpu_us_per_op": round(cpu / total * 1e6, 1),
     }
 

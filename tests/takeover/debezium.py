@@ -7,26 +7,12 @@ machine); here it gets Apicurio's Avro converter (Confluent wire format, subject
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench_module import load_bench_module
 
-
-def _load_bench_module(name: str) -> Any:
-    """bench/<name>.py by its path: bench/ itself stays off the tests' sys.path, where its
-    scripts (decode.py, encode.py, snapshot.py, ...) would shadow the tests' packages."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-dbz: Any = _load_bench_module("compare_debezium")
+dbz: Any = load_bench_module("compare_debezium")
 
 
 def avro_debezium(
