@@ -246,6 +246,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         resources=opened,
         reselect=_reselect(cfg, opened) if cfg.avro.toast_reselect else None,
         outbox=_outbox(cfg, encoders, registry) if cfg.outbox.tables else None,
+        notices=source.snapshots.notifier,
     )
 
 

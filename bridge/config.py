@@ -686,8 +686,9 @@ class SnapshotConfig(_Section):
     )
     notification_topic: str | None = Field(
         None,
-        description="a topic for JSON notifications of snapshot progress, initial and "
-        "incremental (Debezium's notification.sink.topic.name); null sends none",
+        description="a topic for JSON notifications (Debezium's notification.sink.topic.name) "
+        "of snapshot progress, initial and incremental, and of tables degraded by "
+        "pipeline.on_error (one per table version); null sends none",
     )
     select_overrides: dict[str, str] = Field(
         default_factory=dict,

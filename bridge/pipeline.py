@@ -231,6 +231,14 @@ class Oversized(Protocol):
         place in the same transaction, so the slot passes it only once it is delivered."""
 
 
+class Notices(Protocol):
+    """`snapshot.notification_topic` (`bridge.snapshot.notify.Notifier`): sent without
+    waiting, outside the records' transactions."""
+
+    def degraded(self, table: str, policy: str, error: BridgeError, where: dict[str, str]) -> None:
+        """`table` degraded: its change dead-lettered or skipped (`policy`) at `where`."""
+
+
 class Reselect(Protocol):
     """`avro.toast_reselect`: a change whose new row lacks unchanged TOASTed values comes
     back with them read from the table (`bridge.reselect.ToastReselect`)."""
@@ -266,6 +274,7 @@ class Parts:
     resources: ExitStack
     reselect: Reselect | None = None  # avro.toast_reselect
     outbox: Outbox | None = None  # outbox.tables
+    notices: Notices | None = None  # snapshot.notification_topic
 
 
 class Pipeline:
@@ -295,6 +304,7 @@ class Pipeline:
         self.positions = parts.positions
         self.reselect = parts.reselect
         self.outbox = parts.outbox
+        self.notices = parts.notices
         self._start_streaming = parts.start_streaming
         self.start_lsn = parts.start_lsn
         self._describe = parts.describe
@@ -553,22 +563,30 @@ class Pipeline:
     ) -> None:
         """The one way a table's trouble is let pass (`policy` dlq or skip): the change
         (or its `record` over the size limit) dead-lettered or skipped, counted, the table
-        marked degraded and logged at its first."""
+        marked degraded; the first of the table version logged at WARNING and notified."""
         relation = route.relation
         table = f"{relation.namespace}.{relation.name}"
         parked = policy == "dlq"
-        first = table not in (self.metrics.dead_lettered if parked else self.metrics.skipped)
+        first = not route.degraded
+        route.degraded = True
+        lsn, commit_lsn = LSN(change.lsn), LSN(tx.base["commit_lsn"])
+        dead_letter_topic = self.oversized.dead_letter_topic
         log.log(
             logging.WARNING if first else logging.DEBUG,
             "table %s is degraded: a change at LSN %s (commit LSN %s) %s: %s",
             table,
-            LSN(change.lsn),
-            LSN(tx.base["commit_lsn"]),
-            f"sent to dead-letter topic {self.oversized.dead_letter_topic!r}"
+            lsn,
+            commit_lsn,
+            f"sent to dead-letter topic {dead_letter_topic!r}"
             if parked
             else "skipped (pipeline.on_error: skip)",
             error.message,  # its hint (nothing acknowledged past it) is for a stop
         )
+        if first and self.notices is not None:
+            where = {"lsn": str(lsn), "commit_lsn": str(commit_lsn)}
+            if parked:
+                where["dead_letter_topic"] = dead_letter_topic
+            self.notices.degraded(table, policy, error, where)
         if parked:
             self._send(self.oversized.park(relation, change, error, tx, record, key_schema))
         self.metrics.tolerated(table, parked)
@@ -733,6 +751,7 @@ class _Route:
         "broken",
         "captured",
         "counters",
+        "degraded",
         "encoder",
         "limit",
         "on_error",
@@ -757,6 +776,7 @@ class _Route:
         self.on_error = settings.on_error_for(relation.namespace, relation.name)
         self.oversized = settings.oversized_for(relation.namespace, relation.name)
         self.broken: BridgeError | None = None  # dlq/skip: the registration that failed
+        self.degraded = False  # a change of this version dead-lettered or skipped: told once
 
     def resolve(self, pipeline: Pipeline) -> RowEncoder:
         self.topic, encoder = pipeline.encoders.get(self.relation)

@@ -10,6 +10,7 @@ also after a restart.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,54 @@ def test_a_dlq_tables_oversized_row_is_parked_while_the_others_flow(
     assert "over the 10000-byte record limit" in letter["error"]
     assert bridge.pipeline.metrics.dead_lettered == {"public.big": 1}
     assert "degraded tables: public.big (1 dead-lettered)" in detail
+
+
+def test_a_degraded_table_is_notified_once_per_table_version(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """With snapshot.notification_topic set, a table's first dead-lettered or skipped
+    change of a table version is told there (Debezium's sink notification shape), its
+    later ones are not; a new table version (ALTER TABLE) is told again."""
+    _tables(pg_conn)
+    pg_conn.execute("CREATE TABLE also_bad (id int PRIMARY KEY, x xid8)")
+    settings = bridge_settings(stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path)
+    notifications = f"{topic_prefix}.notifications"
+    settings["snapshot"]["notification_topic"] = notifications
+    settings["pipeline"]["on_error_tables"] = {r"public\.bad": "dlq", r"public\.also_bad": "skip"}
+    cfg = Config(**settings)
+    with running(cfg) as bridge:
+        _write(pg_conn, "INSERT INTO bad VALUES (1, %s, 'first')", (BAD_XID8,))
+        _write(pg_conn, "INSERT INTO bad VALUES (2, %s, 'second')", (BAD_XID8,))
+        _write(pg_conn, "INSERT INTO also_bad VALUES (1, %s)", (BAD_XID8,))
+        first = _read_json(stack.kafka_bootstrap, notifications, 2)
+        pg_conn.execute("ALTER TABLE bad ADD COLUMN extra int")
+        _write(pg_conn, "INSERT INTO bad VALUES (3, %s, 'new version', 1)", (BAD_XID8,))
+        last = _write(pg_conn, "INSERT INTO good VALUES (1, 'after')")
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
+        )
+        told = _read_json(stack.kafka_bootstrap, notifications, 4, timeout=10)
+        assert bridge.error is None and bridge.alive()
+    assert bridge.pipeline.metrics.dead_lettered == {"public.bad": 3}
+    assert [n["additional_data"]["data_collection"] for _, n in first] == [
+        "public.bad",
+        "public.also_bad",
+    ]
+    assert len(told) == 3  # bad twice (two table versions), also_bad once
+    key, bad = told[0]
+    assert json.loads(key) == {"id": bad["id"]}
+    assert (bad["aggregate_type"], bad["type"]) == ("Table", "DEGRADED")
+    data = bad["additional_data"]
+    assert data["policy"] == "dlq" and data["dead_letter_topic"] == f"{topic_prefix}.dlq"
+    assert data["error_type"] == "ValueConversionError" and "xid8" in data["error"]
+    assert data["lsn"] != "0/0" and data["commit_lsn"] and data["connector_name"] == topic_prefix
+    skipped = told[1][1]["additional_data"]
+    assert skipped["policy"] == "skip" and "dead_letter_topic" not in skipped
+    assert told[2][1]["additional_data"]["data_collection"] == "public.bad"
+    assert told[2][1]["id"] != bad["id"]

@@ -1,6 +1,6 @@
-"""Notifications of snapshot progress to a topic (`snapshot.notification_topic`), shaped like
-Debezium's sink notification channel (`notification.enabled.channels=sink`,
-`notification.sink.topic.name`).
+"""Notifications of snapshot progress, and of tables degraded by `pipeline.on_error`, to a
+topic (`snapshot.notification_topic`), shaped like Debezium's sink notification channel
+(`notification.enabled.channels=sink`, `notification.sink.topic.name`).
 
 Each notification is one JSON record: key `{"id": ...}`, value
 `{"id", "aggregate_type", "type", "additional_data", "timestamp"}` with the fields of
@@ -11,6 +11,12 @@ them in its schema envelope; these are the payload alone). `aggregate_type` is
 `additional_data` a string map that always holds `connector_name` (kafka.topic_prefix).
 An incremental snapshot's notifications carry the signal's id as their id (Debezium's
 correlation id); an initial snapshot's a fresh UUID each.
+
+A table whose change the bridge dead-lettered or skipped (`pipeline.on_error`) is told
+once per table version (at its first such change, with the WARNING log line): the
+aggregate_type "Table", type DEGRADED (Debezium has no such notification: the names
+follow its pattern), `additional_data` naming the table (`data_collection`), the policy
+(dlq or skip), the error and its coordinates, and the dead-letter topic.
 
 All go to partition 0, so a consumer reads them in the order they were sent. They are
 sent as progress is made, by a producer of their own outside the records' (exactly-once)
@@ -30,6 +36,7 @@ from confluent_kafka import KafkaError, Message
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
+from bridge.errors import BridgeError
 from bridge.kafka.producer import kafka_client_config
 from bridge.kafka.topics import topic_creator
 from bridge.snapshot import store
@@ -47,6 +54,8 @@ PAUSED: Final = "PAUSED"
 RESUMED: Final = "RESUMED"
 ABORTED: Final = "ABORTED"
 COMPLETED: Final = "COMPLETED"
+TABLE: Final = "Table"
+DEGRADED: Final = "DEGRADED"  # a table's change dead-lettered or skipped (pipeline.on_error)
 # Debezium's table scan completion statuses
 SUCCEEDED: Final = "SUCCEEDED"
 EMPTY: Final = "EMPTY"
@@ -102,6 +111,13 @@ class Notifier:
         else:
             rows = {"total_rows_scanned": str(status.rows_done), "status": SUCCEEDED}
             self.send(INITIAL, TABLE_SCAN_COMPLETED, {"scanned_collection": status.table, **rows})
+
+    def degraded(self, table: str, policy: str, error: BridgeError, where: dict[str, str]) -> None:
+        """`table`'s first change of a table version dead-lettered or skipped (`policy`),
+        at `where` (lsn, commit_lsn and, for dlq, dead_letter_topic)."""
+        data = {"data_collection": table, "policy": policy, **where}
+        data.update(error_type=type(error).__name__, error=error.message)
+        self.send(TABLE, DEGRADED, data)
 
     def close(self) -> None:
         if self._producer.flush(self._timeout):
