@@ -20,7 +20,7 @@ import psycopg
 
 from bridge.config import Config
 from bridge.encoders import EncoderCache, encoder_cache
-from bridge.errors import SourceError, StopRequestedError
+from bridge.errors import BridgeError, SourceError, StopRequestedError
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.kafka.acks import AckTracker
@@ -88,22 +88,32 @@ def run_pipeline(cfg: Config) -> None:
                     return
                 held.callback(lease.close)
             try:
-                pipeline = build_pipeline(cfg, metrics, lease)
+                _run(cfg, metrics, stopper, lease)
+            except BridgeError as exc:
                 if lease is not None:
-                    metrics.tick()  # built: from here a stalled loop lets the lease lapse
-                    lease.watch(lambda: not metrics.stalled())
-                stopper.attach(pipeline)
-                pipeline.run()
-            except psycopg.OperationalError as exc:
-                # A catalog query (a new table's key columns, a type, TOAST re-select) on a
-                # connection the server closed: the same stop as the stream's own loss.
-                raise SourceError(
-                    f"the connection to PostgreSQL was lost: {' '.join(str(exc).split())}",
-                    hint="the bridge exits; on restart it resumes from the slot's "
-                    "confirmed_flush_lsn",
-                ) from None
+                    lease.blame(exc)  # lost the lease first: reported as that
+                raise
     except StopRequestedError as exc:
         log.info("%s; stopped", exc)
+
+
+def _run(cfg: Config, metrics: Metrics, stopper: _Stopper, lease: Lease | None) -> None:
+    """Build and run the pipeline; a lost PostgreSQL connection is a `SourceError`, so
+    every way the run fails is a `BridgeError` the caller can weigh against the lease."""
+    try:
+        pipeline = build_pipeline(cfg, metrics, lease)
+        if lease is not None:
+            metrics.tick()  # built: from here a stalled loop lets the lease lapse
+            lease.watch(lambda: not metrics.stalled())
+        stopper.attach(pipeline)
+        pipeline.run()
+    except psycopg.OperationalError as exc:
+        # A catalog query (a new table's key columns, a type, TOAST re-select) on a
+        # connection the server closed: the same stop as the stream's own loss.
+        raise SourceError(
+            f"the connection to PostgreSQL was lost: {' '.join(str(exc).split())}",
+            hint="the bridge exits; on restart it resumes from the slot's confirmed_flush_lsn",
+        ) from None
 
 
 class _Stopper:
@@ -159,7 +169,9 @@ class _Source:
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
         slot_guard = guard(cfg, self.rc, self.catalog, metrics)  # a lost slot: fail or resnapshot
         failover.prepare(self.rc, cfg, version)
-        self.snapshots = SnapshotManager(cfg, _notifier(cfg, opened))  # decides on a snapshot
+        self.state = slot_guard.state
+        # decides on a snapshot
+        self.snapshots = SnapshotManager(cfg, self.state, _notifier(cfg, opened))
         _closing(opened, "snapshot readers", self.snapshots.close)
         slot = self.snapshots.ensure_slot(self.rc)
         catalog = self.catalog
@@ -207,6 +219,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
     _closing(opened, "replication stream", stream.close)
     tracker = AckTracker(source.start_lsn)
     producer = _producer(cfg, metrics, tracker, stream)
+    source.state.while_blocked = metrics.ticking(stream.service)  # its transactional writes
     _closing(opened, "Kafka producer", producer.close)
     metrics.watch(tracker, producer, source.snapshots.progress, stream.status)
     return Parts(
@@ -283,9 +296,7 @@ def _producer(
     kafka = cfg.kafka
     client_config = kafka.client_config()
     if kafka.exactly_once:
-        client_config["transactional.id"] = (
-            kafka.transactional_id or f"bridge-{cfg.source.slot_name}"
-        )
+        client_config["transactional.id"] = cfg.transactional_id()
         client_config["transaction.timeout.ms"] = _KAFKA_TRANSACTION_TIMEOUT_MS
     callbacks = metrics.kafka_callbacks()
     # Metrics observe every client error; a refused login or TLS handshake still stops us.

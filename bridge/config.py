@@ -808,6 +808,11 @@ class Config(BaseSettings):
         bridge, read by `bridge verify`."""
         return self.pipeline.dead_letter_topic or f"{self.kafka.topic_prefix}.dlq"
 
+    def transactional_id(self) -> str:
+        """Exactly-once: the data producer's transactional id (`kafka.transactional_id`);
+        the state topic's producer uses it with `.state` appended (bridge/slotstate.py)."""
+        return self.kafka.transactional_id or f"bridge-{self.source.slot_name}"
+
     def secrets(self) -> list[str]:
         """Every secret value in the configuration, for masking in logs."""
         found = []

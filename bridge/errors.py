@@ -106,6 +106,13 @@ class RecordTooLargeError(DeliveryError):
     `fail` tables, `pipeline.oversized`) decides whether it stops the bridge."""
 
 
+class FencedError(DeliveryError):
+    """Kafka refuses this bridge's transactional writes: another instance initialised the
+    same transactional id since (a standby pair's new active, or a second bridge with the
+    same `kafka.transactional_id`). It stops and never retries a write: anything it wrote
+    now would land after the newer instance's records."""
+
+
 class SlotLostError(SourceError):
     """Changes between two LSNs can no longer be streamed: the slot was invalidated,
     dropped, recreated, or is missing on the server now primary (an unsynchronised

@@ -6,7 +6,7 @@ where the bridge stopped: a slot dropped and created again, a slot invalidated b
 behind the same address all offer a plausible position with changes missing before
 it. So the bridge keeps its own record, in a compacted topic (`kafka.state_topic`,
 default `<prefix>.bridge_state`), key = slot name, value = JSON
-`{"systemid", "timeline", "lsn", "resnapshots", "major", "dboid"}`:
+`{"systemid", "timeline", "lsn", "resnapshots", "major", "dboid", "writer"}`:
 
 - Written ahead: PostgreSQL is told a flush position only once a record at or past it
   is in Kafka (`PositionRecorder.admit`: one write in flight, at most one a second
@@ -24,6 +24,10 @@ default `<prefix>.bridge_state`), key = slot name, value = JSON
   (`carried_over`). A dump restored elsewhere gets new database OIDs.
 - `resnapshots`: Unix times of recent `on_slot_lost: resnapshot` recoveries, so the
   "at most N per hour" bound holds across restarts.
+- `writer`: `<host>/<pid>` of the bridge that wrote it, for the operator (which pod of a
+  standby pair recorded what).
+- Fenced in exactly-once mode (`StateTopic`): a bridge that was paused and resumed after
+  another one took over cannot write a stale position over the newer one's.
 
 On start `guard` compares the record with the slot and either passes, raises
 `SlotLostError` naming the lost LSN range (`on_slot_lost: fail`), or drops what is
@@ -37,18 +41,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 import psycopg
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config
 from bridge.errors import BridgeError, DeliveryError, SlotLostError
 from bridge.kafka.eos import ensure_offsets_topic, read_last_value
-from bridge.kafka.producer import kafka_client_config
+from bridge.kafka.producer import is_fenced, kafka_client_config, transaction_error
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.source import libpq, slots
@@ -56,6 +62,8 @@ from bridge.source import libpq, slots
 log: Final = logging.getLogger("bridge.slotstate")
 RECORD_EVERY_S: Final = 1.0
 HOUR_S: Final = 3600.0
+STATE_ID_SUFFIX: Final = ".state"  # the state producer's transactional id: data id + this
+WRITER: Final = f"{socket.gethostname()}/{os.getpid()}"
 
 
 class Record(NamedTuple):
@@ -65,6 +73,7 @@ class Record(NamedTuple):
     resnapshots: tuple[float, ...] = ()
     major: int = 0  # the server's major version; 0 in records of older bridges
     dboid: int = 0  # the database's OID; 0 in records of older bridges
+    writer: str = ""  # `WRITER` of the bridge that wrote it; "" in records of older bridges
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -76,6 +85,7 @@ class Record(NamedTuple):
                 "resnapshots": list(self.resnapshots),
                 "major": self.major,
                 "dboid": self.dboid,
+                "writer": self.writer,
             }
         ).encode()
 
@@ -89,6 +99,7 @@ class Record(NamedTuple):
             tuple(float(t) for t in data.get("resnapshots", ())),
             int(data.get("major", 0)),
             int(data.get("dboid", 0)),
+            str(data.get("writer", "")),
         )
 
 
@@ -169,30 +180,131 @@ def state_topic(cfg: Config) -> str:
     return cfg.kafka.state_topic or f"{cfg.kafka.topic_prefix}.bridge_state"
 
 
-class StateTopic:
-    """Reads and writes the records of one slot; a plain idempotent producer of its own, so
-    the records stay outside exactly-once transactions and never wait for one."""
+def _no_op() -> None:
+    return None
 
-    def __init__(self, cfg: Config) -> None:
+
+class StateTopic:
+    """The state topic's one writer in this bridge (slot positions, read-only snapshot runs),
+    on a producer of its own so its records never wait for a data transaction. Build it with
+    `open`.
+
+    In exactly-once mode that producer is transactional, its id the data producer's with
+    `.state` appended, and `open` initialises it before anything is read: a bridge that
+    starts (a standby taking over) fences every older instance's state writes, whatever they
+    had queued, sent or left open, as the data producer's id fences its records. A bridge
+    frozen while a write was under way and resumed later (SIGSTOP, a stop-the-world pause, a
+    partition healed) could otherwise land a stale position after the newer bridge's, which
+    a restart would take for a slot created again. Each write is then a Kafka transaction of
+    its own, counted as written once committed (every reader uses read_committed), and a
+    fenced one raises `FencedError`: never retried. Otherwise (at-least-once) a plain
+    idempotent producer whose writes are reported by its delivery callbacks."""
+
+    def __init__(
+        self, topic: str, key: bytes, client: dict[str, Any], producer: Any, timeout: float
+    ) -> None:
+        self.topic = topic
+        self.key = key
+        self.timeout = timeout
+        self._client = client
+        self.producer = producer
+        self.transactional = False
+        # What a transactional write runs while it waits for Kafka (the pipeline sets its
+        # stream's service: PostgreSQL keeps being answered).
+        self.while_blocked: Callable[[], None] = _no_op
+
+    @classmethod
+    def open(cls, cfg: Config) -> StateTopic:
+        """Create the topic if needed; in exactly-once mode fence older instances first."""
         kafka = cfg.kafka
-        self.topic = state_topic(cfg)
-        self.key = cfg.source.slot_name.encode()
-        self.timeout = kafka.request_timeout_s * 3
-        self._client = kafka_client_config(kafka)  # a refused login stops the bridge
-        ensure_offsets_topic(self._client, self.topic, self.timeout, what="state topic")
-        self.producer = KafkaProducer(
-            {**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
-        )
+        client = kafka_client_config(kafka)  # a refused login stops the bridge
+        topic, timeout = state_topic(cfg), kafka.request_timeout_s * 3
+        ensure_offsets_topic(client, topic, timeout, what="state topic")
+        settings = {**client, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
+        if kafka.exactly_once:
+            settings["transactional.id"] = cfg.transactional_id() + STATE_ID_SUFFIX
+        state = cls(topic, cfg.source.slot_name.encode(), client, KafkaProducer(settings), timeout)
+        if kafka.exactly_once:
+            state._transactional(state.producer.init_transactions, timeout)
+            state.transactional = True
+        return state
 
     def read(self) -> Record | None:
-        raw = read_last_value(self._client, self.topic, self.key, self.timeout)
+        raw = self.value(self.key)
         return None if raw is None else Record.decode(raw)
 
-    def write(
-        self, record: Record, on_delivery: Callable[[KafkaError | None, Message], None]
-    ) -> None:
-        self.producer.produce(self.topic, record.encode(), self.key, on_delivery=on_delivery)
+    def value(self, key: bytes) -> bytes | None:
+        """The newest committed value of `key` (None: absent or deleted)."""
+        return read_last_value(self._client, self.topic, key, self.timeout)
+
+    def write(self, record: Record, on_done: Callable[[str | None], None]) -> None:
+        """Write the slot's record; `on_done(None)` once Kafka has it, `on_done(reason)` if
+        not. Transactional: returns after the commit (or its failure); otherwise at once,
+        `on_done` called from a later `poll` or `flush`."""
+        if self.transactional:
+            on_done(self._commit(self.key, record.encode()))
+            return
+        self.producer.produce(
+            self.topic,
+            record.encode(),
+            self.key,
+            on_delivery=lambda err, _msg: on_done(None if err is None else err.str()),
+        )
         self.producer.poll(0)
+
+    def store(self, key: bytes, value: bytes) -> str | None:
+        """Write `value` and wait for Kafka: None once it has it, else why not."""
+        if self.transactional:
+            return self._commit(key, value)
+        failed: list[str] = []
+        self.producer.produce(
+            self.topic,
+            value,
+            key,
+            on_delivery=lambda err, _msg: failed.append(err.str()) if err is not None else None,
+        )
+        if self.producer.flush(self.timeout):
+            return f"no acknowledgement in {self.timeout:.0f}s"
+        return failed[0] if failed else None
+
+    def poll(self) -> None:
+        self.producer.poll(0)
+
+    def flush(self, timeout: float) -> None:
+        self.producer.flush(timeout)
+
+    def close(self) -> None:
+        """Drop what is still unsent: an unrecorded position was never confirmed."""
+        self.producer.purge()
+        self.producer.flush(0)
+
+    def _commit(self, key: bytes, value: bytes) -> str | None:
+        """One record in a Kafka transaction of its own; None once committed, else why it
+        was not (the transaction aborted). `FencedError` when another instance holds the id."""
+        producer = self.producer
+        self._transactional(producer.begin_transaction)
+        try:
+            producer.produce(self.topic, value, key)
+            deadline = time.monotonic() + self.timeout
+            while producer.flush(0.1):
+                if time.monotonic() >= deadline:
+                    self._transactional(producer.abort_transaction, self.timeout)
+                    return f"no acknowledgement in {self.timeout:.0f}s"
+                self.while_blocked()
+            producer.commit_transaction(self.timeout)
+            return None
+        except KafkaException as exc:
+            err = exc.args[0]
+            if is_fenced(err) or err.fatal():
+                raise transaction_error(exc, "state topic write") from None
+            self._transactional(producer.abort_transaction, self.timeout)
+            return str(err.str())
+
+    def _transactional(self, call: Callable[..., None], *args: Any) -> None:
+        try:
+            call(*args)
+        except KafkaException as exc:
+            raise transaction_error(exc, "state topic write") from None
 
 
 class Guard:
@@ -223,7 +335,13 @@ class Guard:
             start = max(start, previous.lsn)  # a synchronised copy may lag the record
         info, server = self.info, self.server
         record = Record(
-            info.systemid, info.timeline, start, self.resnapshots, server.major, server.dboid
+            info.systemid,
+            info.timeline,
+            start,
+            self.resnapshots,
+            server.major,
+            server.dboid,
+            WRITER,
         )
         recorder = PositionRecorder(self.state, record, probe, on_lost)
         recorder.write_now(start)
@@ -240,7 +358,7 @@ def guard(
 ) -> Guard:
     """Compare the record with the slot; raise, or prepare a resnapshot, or pass."""
     src = cfg.source
-    state = StateTopic(cfg)
+    state = StateTopic.open(cfg)  # exactly-once: older instances fenced before the read
     record = state.read()
     info = slots.identify_system(rc)
     slot = slots.slot_info(catalog, src.slot_name)
@@ -382,7 +500,7 @@ class PositionRecorder:
     def write_now(self, lsn: int) -> None:
         """Record `lsn` and wait for Kafka's acknowledgement."""
         self._write(lsn)
-        self._state.producer.flush(self._state.timeout)
+        self._state.flush(self._state.timeout)
         if self._in_flight or self.recorded < lsn:
             raise DeliveryError(
                 f"could not record the slot position in {self._state.topic!r}",
@@ -390,7 +508,7 @@ class PositionRecorder:
             )
 
     def admit(self, lsn: int, quiet: bool = False) -> int:
-        self._state.producer.poll(0)
+        self._state.poll()
         self._wanted = max(self._wanted, lsn)
         if lsn > self.recorded and not self._in_flight and (quiet or self._clock() >= self._next):
             self._next = self._clock() + RECORD_EVERY_S
@@ -402,24 +520,23 @@ class PositionRecorder:
 
         Best effort within `timeout` (Kafka may be down: then the position stays
         unconfirmed and the next start resends from the slot, as after a crash)."""
-        self._state.producer.poll(0)
+        self._state.poll()
         if self._wanted > self.recorded and not self._in_flight:
             self._write(self._wanted)
-        self._state.producer.flush(timeout)
+        self._state.flush(timeout)
 
     def close(self) -> None:
         """Drop what is still unsent: an unrecorded position was never confirmed."""
-        self._state.producer.purge()
-        self._state.producer.flush(0)
+        self._state.close()
 
     def _write(self, lsn: int) -> None:
         self._in_flight = True
         record = self._record._replace(lsn=lsn)
 
-        def delivered(err: KafkaError | None, msg: Message) -> None:
+        def delivered(failure: str | None) -> None:
             self._in_flight = False
-            if err is not None:
-                log.warning("recording the slot position %s failed: %s", LSN(lsn), err.str())
+            if failure is not None:
+                log.warning("recording the slot position %s failed: %s", LSN(lsn), failure)
                 return
             self._record = record
             self.recorded = max(self.recorded, lsn)

@@ -17,10 +17,14 @@ aborts whatever transaction the old one left open and makes the broker refuse an
 still sends. That is the only fence the broker enforces: an old active resumed from SIGSTOP
 has records in librdkafka's queue whose broker threads send them the moment the process
 runs again, before any code of ours could look at a lease, so a check in the bridge alone
-could not keep them from landing after the new active's (out of per-key order).
+could not keep them from landing after the new active's (out of per-key order). The slot
+positions in the state topic are fenced the same way, by a transactional id of their own
+(`<transactional id>.state`, bridge/slotstate.py's `StateTopic`) that the new active
+initialises before it reads them.
 
 The old active's own check (`LeasedPositions`) is the second line: from the moment its lease
-may have ended it acknowledges nothing more to PostgreSQL and stops with `LeaseLostError`;
+may have ended it acknowledges nothing more to PostgreSQL and stops with `LeaseLostError`
+(or the `FencedError` of a refused write, whichever it meets first: `Lease.blame`);
 restarted, it stands by.
 """
 
@@ -37,7 +41,7 @@ import psycopg
 from confluent_kafka import Producer as KafkaProducer
 
 from bridge.config import Config, SourceConfig
-from bridge.errors import BridgeError, SourceError
+from bridge.errors import BridgeError, FencedError, SourceError, StopRequestedError
 from bridge.kafka.producer import kafka_client_config
 from bridge.metrics import Metrics
 from bridge.source import libpq
@@ -232,12 +236,24 @@ class Lease:
 
     def check(self) -> None:
         if not self.valid():
-            why = self._lost or f"not renewed for {self.timeout_s:g}s"
-            raise LeaseLostError(
-                f"this bridge lost the lease of slot {self.slot!r} ({why}); the standby may "
-                "be streaming now, so nothing more is acknowledged",
-                hint="nothing to do: restarted, this bridge stands by",
-            )
+            raise self._lost_error()
+
+    def blame(self, exc: BridgeError) -> None:
+        """The error that ended an active's run, once its lease may have ended, is that
+        (`LeaseLostError`, naming `exc`): the standby took over, ending this bridge's
+        walsender and fencing its transactional ids, which a bridge resumed from a pause
+        meets as a lost connection or a refused write."""
+        if self.valid() or isinstance(exc, (LeaseLostError, FencedError, StopRequestedError)):
+            return
+        raise self._lost_error(f"; stopped on: {exc.message}") from exc
+
+    def _lost_error(self, detail: str = "") -> LeaseLostError:
+        why = self._lost or f"not renewed for {self.timeout_s:g}s"
+        return LeaseLostError(
+            f"this bridge lost the lease of slot {self.slot!r} ({why}) and is fenced: the "
+            f"standby may be streaming now, so nothing more is acknowledged{detail}",
+            hint="nothing to do: restarted, this bridge stands by",
+        )
 
     def close(self) -> None:
         """Release the lease (closing its session); idempotent."""
@@ -278,7 +294,8 @@ class LeasedPositions:
             self._positions.settle(timeout)
 
     def lost_slot(self) -> BridgeError | None:
-        return self._positions.lost_slot()
+        """Not once the lease may have ended: the new active moving the slot on is no loss."""
+        return self._positions.lost_slot() if self._lease.valid() else None
 
 
 class _WarmKafka:

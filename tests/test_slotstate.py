@@ -6,16 +6,18 @@ from typing import Any
 
 import psycopg
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from pydantic import ValidationError
 
 from bridge.config import Config
-from bridge.errors import SlotLostError
+from bridge.errors import FencedError, SlotLostError
 from bridge.lsn import LSN
 from bridge.slotstate import (
     RECORD_EVERY_S,
     PositionRecorder,
     Record,
     Server,
+    StateTopic,
     carried_over,
     judge,
 )
@@ -78,14 +80,7 @@ class _FakeProducer:
         pending, self.pending = self.pending, []
         for record, callback in pending:
             self.written.append(record.lsn)
-            callback(None, None)
-
-    def poll(self, timeout: float) -> int:
-        return 0
-
-    def flush(self, timeout: float) -> int:
-        self.deliver()
-        return 0
+            callback(None)
 
 
 class _FakeState:
@@ -95,8 +90,14 @@ class _FakeState:
     def __init__(self) -> None:
         self.producer = _FakeProducer()
 
-    def write(self, record: Record, on_delivery: Any) -> None:
-        self.producer.pending.append((record, on_delivery))
+    def write(self, record: Record, on_done: Any) -> None:
+        self.producer.pending.append((record, on_done))
+
+    def poll(self) -> None:
+        pass
+
+    def flush(self, timeout: float) -> None:
+        self.producer.deliver()
 
 
 def test_positions_are_recorded_before_postgresql_hears_of_them() -> None:
@@ -201,3 +202,99 @@ def test_anything_less_than_a_pg_upgrade_is_still_a_loss(
 ) -> None:
     assert not carried_over(record, UPGRADED, server, slot)
     assert judge(record, UPGRADED, slot, server) is not None
+
+
+class _TransactionalClient:
+    """A transactional librdkafka producer by hand: what was called, in order, and the error
+    `fail_on` (a call's name) raises."""
+
+    def __init__(self, fail_on: str | None = None, error: KafkaError | None = None) -> None:
+        self.calls: list[str] = []
+        self.fail_on, self.error = fail_on, error
+        self.unflushed = 0
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if name == self.fail_on:
+            raise KafkaException(self.error)
+
+    def init_transactions(self, timeout: float) -> None:
+        self._call("init")
+
+    def begin_transaction(self) -> None:
+        self._call("begin")
+
+    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+        self._call("produce")
+
+    def flush(self, timeout: float) -> int:
+        self._call("flush")
+        return self.unflushed
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._call("commit")
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._call("abort")
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+def _transactional(client: _TransactionalClient) -> StateTopic:
+    state = StateTopic("p.bridge_state", b"s1", {}, client, timeout=0.2)
+    state.transactional = True
+    return state
+
+
+def test_a_transactional_position_counts_as_recorded_once_committed() -> None:
+    client = _TransactionalClient()
+    state = _transactional(client)
+    done: list[tuple[str | None, list[str]]] = []
+    state.write(RECORD, lambda failure: done.append((failure, list(client.calls))))
+    assert done == [(None, ["begin", "produce", "flush", "commit"])]
+    recorder = PositionRecorder(state, RECORD, lambda: None, clock=lambda: 0.0)
+    recorder.write_now(1000)
+    assert recorder.admit(1500) == 1500  # the write returned committed
+
+
+def test_a_fenced_state_write_stops_and_is_never_retried() -> None:
+    """Another instance initialised `<transactional id>.state`: the resumed old bridge's
+    commit is refused; it raises FencedError, records nothing and writes nothing more."""
+    fenced = KafkaError(KafkaError._FENCED, "the producer was fenced", fatal=True)
+    client = _TransactionalClient("commit", fenced)
+    recorder = PositionRecorder(_transactional(client), RECORD, lambda: None, clock=lambda: 0.0)
+    with pytest.raises(FencedError, match="fenced") as raised:
+        recorder.admit(1500, quiet=True)
+    assert "took over" in str(raised.value.hint)
+    assert recorder.recorded == 0
+    assert client.calls == ["begin", "produce", "flush", "commit"]  # no abort, no retry
+
+
+@pytest.mark.parametrize("code", [KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH])
+def test_the_brokers_fencing_codes_are_fenced_too(code: int) -> None:
+    client = _TransactionalClient("begin", KafkaError(code))
+    with pytest.raises(FencedError):
+        _transactional(client).store(b"s1.incremental-snapshots", b"{}")
+
+
+def test_a_failed_state_transaction_is_aborted_and_reported() -> None:
+    """Not fenced (the record refused, the coordinator busy): aborted, the position stays
+    unrecorded and is written again later, as after a failed delivery."""
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, txn_requires_abort=True)
+    client = _TransactionalClient("commit", refused)
+    recorder = PositionRecorder(_transactional(client), RECORD, lambda: None, clock=lambda: 0.0)
+    assert recorder.admit(1500, quiet=True) == 0
+    assert client.calls == ["begin", "produce", "flush", "commit", "abort"]
+    client.fail_on = None
+    assert recorder.admit(1500, quiet=True) == 1500
+
+
+def test_an_unacknowledged_state_transaction_is_aborted_and_serves_the_stream() -> None:
+    client = _TransactionalClient()
+    client.unflushed = 1
+    state = _transactional(client)
+    served: list[int] = []
+    state.while_blocked = lambda: served.append(1)
+    assert state.store(b"k", b"v") == "no acknowledgement in 0s"
+    assert client.calls[-1] == "abort" and "commit" not in client.calls and served

@@ -8,7 +8,7 @@ from prometheus_client.exposition import generate_latest
 
 from bridge import standby
 from bridge.config import Config, SourceConfig
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, FencedError, SourceError, StopRequestedError
 from bridge.metrics import Metrics, collector_registry
 from bridge.standby import Lease, LeasedPositions, LeaseLostError, lease_key
 
@@ -169,3 +169,36 @@ def test_a_slot_that_stays_active_ends_the_takeover_with_a_clear_error() -> None
     with pytest.raises(BridgeError, match="stayed active in walsender 7 for 3s after it was"):
         _lease_on(server, clock).evict_stale_walsender(lambda: False, timeout_s=3.0)
     assert server.terminated and set(server.terminated) == {7}
+
+
+def test_an_error_after_the_lease_ended_is_reported_as_the_lost_lease() -> None:
+    """A bridge resumed after the standby took over meets a lost walsender or a refused write
+    first; it stops as fenced, naming that error, not as a PostgreSQL or Kafka failure."""
+    clock = Clock()
+    lease = Lease(SourceConfig(slot_name="s"), timeout_s=5.0, clock=clock)
+    lease._renewed = clock.now
+    lost = SourceError("the connection to PostgreSQL was lost: terminating connection")
+    lease.blame(lost)  # still held: the error stands
+    clock.now += 6
+    with pytest.raises(LeaseLostError, match=r"is fenced.*stopped on: the connection") as got:
+        lease.blame(lost)
+    assert got.value.__cause__ is lost
+    for fence in (FencedError("refused"), LeaseLostError("lost"), StopRequestedError("stop")):
+        lease.blame(fence)  # already what it is
+
+
+def test_the_slot_moving_on_after_the_lease_ended_is_no_loss() -> None:
+    """The new active streams the slot past what the old one recorded: the old one's stream
+    error is not reported as the slot being lost (a false alarm naming a gap)."""
+
+    class Moved(Recorder):
+        def lost_slot(self) -> BridgeError | None:
+            return SourceError("the slot starts after the last position the bridge recorded")
+
+    clock = Clock()
+    lease = Lease(SourceConfig(slot_name="s"), timeout_s=5.0, clock=clock)
+    lease._renewed = clock.now
+    positions = LeasedPositions(Moved(), lease)
+    assert positions.lost_slot() is not None  # held: the probe's verdict stands
+    clock.now += 6
+    assert positions.lost_slot() is None

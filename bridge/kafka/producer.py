@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as _Client
 
 from bridge.config import KafkaConfig
-from bridge.errors import ConfigError, DeliveryError
+from bridge.errors import ConfigError, DeliveryError, FencedError
 from bridge.kafka.acks import AckTracker, TxHandle, delivery_error
 from bridge.kafka.sockets import BrokerSockets
 from bridge.record import KafkaRecord
@@ -113,18 +113,32 @@ class RaiseOnRefusal:
         )
 
 
-def _transaction_error(exc: KafkaException) -> DeliveryError:
+# A transactional client whose id another instance initialised since (librdkafka reports it
+# as _FENCED once fatal; the broker's own codes while a request is refused).
+_FENCED_CODES: Final = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def is_fenced(err: KafkaError) -> bool:
+    return err.code() in _FENCED_CODES or "fenced" in err.str().lower()
+
+
+def transaction_error(exc: KafkaException, what: str = "Kafka transaction") -> DeliveryError:
     """A transactional client's failure as the error to stop with; a fenced instance is
-    told that another one took over (a standby pair's new active, or a second bridge)."""
+    told that another one took over (a standby pair's new active, or a second bridge):
+    `FencedError`, which nothing retries."""
     err = exc.args[0]
-    fenced = "fenced" in err.str().lower() or err.name() == "_FENCED"
+    if is_fenced(err):
+        return FencedError(
+            f"{what} refused: this bridge was fenced: {err.str()}",
+            hint="another bridge instance with the same kafka.transactional_id took over: "
+            "with ha.enabled that is the standby taking over, and restarted this one stands "
+            "by; otherwise stop one of them",
+        )
     return DeliveryError(
-        f"Kafka transaction failed: {err.str()}",
-        hint="another bridge instance with the same kafka.transactional_id took over "
-        "(this one was fenced): with ha.enabled that is the standby taking over, and "
-        "restarted this one stands by; otherwise stop one of them"
-        if fenced
-        else "nothing past the last committed Kafka transaction was acknowledged; "
+        f"{what} failed: {err.str()}",
+        hint="nothing past the last committed Kafka transaction was acknowledged; "
         "check the broker's transaction coordinator and restart",
     )
 
@@ -171,7 +185,9 @@ class ProducerStoppedError(Exception):
 def _refused(topic: str, exc: KafkaException, table: str | None = None) -> DeliveryError:
     """The client refused a record outright; a fatal state has its own explanation."""
     err = exc.args[0]
-    if err.fatal() or err.name() in ("_FATAL", "_FENCED"):
+    if is_fenced(err):
+        return transaction_error(exc, f"a record for {topic!r}")
+    if err.fatal() or err.name() == "_FATAL":
         return DeliveryError(
             f"the Kafka producer is in a fatal state and refused a record for {topic!r}: "
             f"{err.str()}",
@@ -327,7 +343,7 @@ class Producer:
         try:
             call(*args)
         except KafkaException as exc:
-            raise _transaction_error(exc) from None
+            raise transaction_error(exc) from None
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve delivery reports (the pipeline calls this when the source is idle)."""
@@ -348,7 +364,7 @@ class Producer:
                     min(self._blocked_poll_s, max(0.0, deadline - time.monotonic()))
                 )
             except KafkaException as exc:  # a transactional client in a fatal state (fenced)
-                raise _transaction_error(exc) from None
+                raise transaction_error(exc) from None
             self._arm_sockets()
             self._tracker.raise_if_failed()
             if left == 0:

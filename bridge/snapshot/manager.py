@@ -22,6 +22,7 @@ from bridge.decode.messages import Relation
 from bridge.encoders import EncoderCache
 from bridge.errors import SourceError
 from bridge.lsn import LSN
+from bridge.slotstate import StateTopic
 from bridge.snapshot import external, modes, notify
 from bridge.snapshot.incremental import IncrementalSnapshotter, Routes, open_source
 from bridge.snapshot.initial import InitialSnapshot
@@ -36,10 +37,11 @@ log = logging.getLogger("bridge.snapshot")
 
 
 class SnapshotManager:
-    def __init__(self, cfg: Config, notifier: Notifier | None = None) -> None:
+    def __init__(self, cfg: Config, state: StateTopic, notifier: Notifier | None = None) -> None:
         self.cfg = cfg
         src, snap = cfg.source, cfg.snapshot
         self.notifier = notifier  # snapshot.notification_topic
+        self._state = state  # read-only runs are kept there
         # read by the metrics endpoint
         self.progress = SnapshotProgress(
             on_table=None if notifier is None else notifier.initial_table
@@ -262,7 +264,7 @@ class SnapshotManager:
         if snap.signal_table is None and not snap.read_only:
             return None
         if snap.read_only:
-            self._runs = KafkaRunStore(self.cfg)
+            self._runs = KafkaRunStore(self.cfg, self._state)
         chunks = open_source(self.cfg)
         try:
             signals = None if snap.signal_kafka_topic is None else KafkaSignals(self.cfg)
@@ -289,8 +291,6 @@ class SnapshotManager:
             self._pending.close()
         if self._incremental is not None:
             self._incremental.close()
-        if self._runs is not None:
-            self._runs.close()
         self.store.close()
 
 

@@ -64,6 +64,10 @@ class LedgerWriter:
         self._dsn, self._rows, self._rate, self._limit = dsn, rows_per_txn, rate, limit
         self._reconnect = reconnect
         self._stop = threading.Event()
+        self._go = threading.Event()  # cleared by `pause`
+        self._go.set()
+        self._parked = threading.Event()  # set while paused between transactions
+        self._paused_s = 0.0  # pacing resumes where it paused, without a burst
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
         self._thread.start()
 
@@ -88,6 +92,9 @@ class LedgerWriter:
             if found and found[0]:  # committed just before the connection was lost
                 self.committed.append(Committed(txn, self._rows, insert_lsn(conn)))
             while not self._stop.is_set() and len(self.committed) != self._limit:
+                if not self._go.is_set():
+                    self._park()
+                    continue
                 txn = len(self.committed) + 1
                 with conn.transaction():
                     conn.execute(
@@ -97,9 +104,27 @@ class LedgerWriter:
                     )
                 self.committed.append(Committed(txn, self._rows, insert_lsn(conn)))
                 if self._rate:  # pacing, not synchronisation
-                    ahead = started + len(self.committed) / self._rate - time.monotonic()
+                    due = started + self._paused_s + len(self.committed) / self._rate
+                    ahead = due - time.monotonic()
                     if ahead > 0:
                         self._stop.wait(ahead)
+
+    def _park(self) -> None:
+        parked = time.monotonic()
+        self._parked.set()
+        while not self._go.wait(0.05) and not self._stop.is_set():
+            pass
+        self._parked.clear()
+        self._paused_s += time.monotonic() - parked
+
+    def pause(self) -> None:
+        """Commit nothing more until `resume`; returns once the writer is between
+        transactions (everything it committed is in `committed`)."""
+        self._go.clear()
+        assert self._parked.wait(30), "ledger writer did not pause"
+
+    def resume(self) -> None:
+        self._go.set()
 
     def finished(self) -> bool:
         return not self._thread.is_alive()

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from delivery.helpers import BridgeFactory, wait_slot_active
+from delivery.kafka_io import Rec
 from delivery.ledger import LedgerStreamFactory, stop_bridge
 from faults.checker import Fault, assert_clean, check
 from faults.harness import drain
@@ -25,10 +26,18 @@ from faults.netns import Netns
 from waiting import wait_for
 
 from bridge.config import SourceConfig
+from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.standby import Lease
 
-from .pair import pair_settings, wait_standing_by, wait_taking_over
+from .pair import (
+    pair_settings,
+    slot_records,
+    state_topic_of,
+    unacked_bytes,
+    wait_standing_by,
+    wait_taking_over,
+)
 from .test_standby import _more_records, _no_traceback
 
 pytestmark = pytest.mark.fault
@@ -82,6 +91,116 @@ def test_active_cut_off_from_postgres_is_replaced_and_fenced(
     _no_traceback(new)
     summary = check("standby: active cut off", rows, stream.reader.records, [fault], True)
     assert_clean(summary)
+
+
+def test_a_position_write_held_up_in_a_frozen_active_never_lands_after_the_takeover(
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    settings: dict[str, Any],
+    kafka_bootstrap: str,
+    bridge_process: BridgeFactory,
+    ledger_stream: LedgerStreamFactory,
+    bridge_netns: Netns,
+) -> None:
+    """The old active is caught with a slot-position write sent and not yet acknowledged,
+    then frozen; its kernel delivers the write after the standby took over and recorded
+    newer positions. Kafka is cut off from the old active (its kernel retransmits into
+    silence) while the stream is quiet and WAL moves on, so it records the newer position
+    at once; frozen there (SIGSTOP) it loses its lease, the standby takes over and streams
+    while DML goes on; the link comes back with the old active still frozen, and once its
+    kernel has nothing left to send it is thawed. Without the state producer's fenced
+    transactional id (`<transactional id>.state`, initialised by the new active) the stale
+    write lands after the new active's: the slot's record goes backwards, and a restart
+    would take the slot for one created again (a false SlotLostError, or a re-snapshot).
+    With it the broker refuses the write; thawed, the old active stops as fenced."""
+    paired = pair_settings(settings)
+    paired["filters"] = {"exclude_tables": ["public.fence_noise"]}
+    pg_conn.execute("CREATE TABLE fence_noise (v int)")
+    topic = state_topic_of(paired)
+    old = bridge_process(paired, bridge_netns.exec_prefix)
+    new = bridge_process(paired)
+    with ledger_stream(old, rate=200) as stream:
+        new.start()
+        wait_standing_by(new, 0)
+        _more_records(stream, old, 300)
+        stream.writer.pause()
+        quiet = _noise(pg_conn)
+        wait_for(
+            lambda: stream.monitor.flushed() >= quiet,
+            60,
+            "the old active confirming the quiet stream",
+            detail=old.log,
+        )
+        bridge_netns.cut("kafka")
+        try:
+            _noise(pg_conn)  # the quiet stream passes it: its position is recorded at once
+            wait_for(
+                lambda: unacked_bytes(bridge_netns, "kafka") > 0,
+                60,
+                "the old active's position write held up by the cut",
+                detail=old.log,
+            )
+            old.freeze()
+            try:
+                fault = Fault(time.time() * 1000, stream.monitor.flushed(), "frozen mid-write")
+                wait_taking_over(new, 0)
+                wait_slot_active(pg_conn, slot_name, new)
+                stream.writer.resume()
+                _more_records(stream, new, 300)  # the new active recorded newer positions
+            finally:
+                bridge_netns.restore("kafka")
+            wait_for(
+                lambda: unacked_bytes(bridge_netns, "kafka") == 0,
+                120,
+                "the frozen active's kernel delivering what it held",
+            )
+        finally:
+            old.thaw()
+        code = old.wait(90)
+        log = old.log()
+        assert code not in (None, 0), f"the resumed old active went on (exit {code}):\n{log}"
+        assert "fenced" in log, log
+        rows = drain(stream.dsn, stream.reader, stream.writer, new)
+        stop_bridge(new, stream.reader)
+    _no_traceback(old)
+    _no_traceback(new)
+    records = slot_records(kafka_bootstrap, topic, slot_name)
+    first = records[0].writer
+    took_over = next(i for i, r in enumerate(records) if r.writer != first)
+    late = [r for r in records[took_over:] if r.writer == first]
+    assert not late, f"the old active ({first}) recorded after the takeover: {late}"
+    lsns = [r.lsn for r in records]
+    assert lsns == sorted(lsns), f"the slot's recorded position went backwards: {lsns}"
+    summary = check("standby: frozen mid-write", rows, stream.reader.records, [fault], True)
+    assert_clean(summary)
+    assert _rebuilt(stream.reader.records) == _table(pg_conn)
+
+
+def _noise(conn: psycopg.Connection[Any]) -> LSN:
+    """A transaction of an excluded table: no Kafka record (no Kafka transaction either),
+    WAL the slot passes. Returns a position below its commit record."""
+    with conn.transaction():
+        conn.execute("INSERT INTO fence_noise VALUES (1)")
+        row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert row is not None
+    return LSN.parse(str(row[0]))
+
+
+def _rebuilt(records: list[Rec]) -> dict[int, tuple[int, int]]:
+    """The ledger as a consumer rebuilding it by key holds it (the last value per key)."""
+    table: dict[int, tuple[int, int]] = {}
+    for rec in records:
+        assert rec.key is not None
+        if rec.value is None or rec.value["after"] is None:
+            table.pop(int(rec.key["id"]), None)
+        else:
+            after = rec.value["after"]
+            table[int(rec.key["id"])] = (int(after["txn"]), int(after["row"]))
+    return table
+
+
+def _table(conn: psycopg.Connection[Any]) -> dict[int, tuple[int, int]]:
+    return {i: (t, r) for i, t, r in conn.execute("SELECT id, txn, row FROM ledger").fetchall()}
 
 
 def test_a_walsender_stuck_on_its_cut_off_client_is_ended(
