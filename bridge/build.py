@@ -25,7 +25,12 @@ from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.kafka.acks import AckTracker
 from bridge.kafka.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
-from bridge.kafka.oversized import OversizedPolicy, TopicLimits, producer_max_bytes
+from bridge.kafka.oversized import (
+    OversizedPolicy,
+    TopicLimits,
+    letters_so_far,
+    producer_max_bytes,
+)
 from bridge.kafka.producer import Producer, RaiseOnRefusal, kafka_client_config
 from bridge.kafka.registry import Registry, open_registry
 from bridge.kafka.sidetopics import HEARTBEAT_PREFIX, Heartbeat, MessageTopic, TransactionTopic
@@ -222,6 +227,10 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
     source.state.while_blocked = metrics.ticking(stream.service)  # its transactional writes
     _closing(opened, "Kafka producer", producer.close)
     metrics.watch(tracker, producer, source.snapshots.progress, stream.status)
+    if _dead_letters(cfg):
+        topic, start = cfg.dead_letter_topic(), int(source.start_lsn)
+        client, timeout = kafka_client_config(kafka), kafka.request_timeout_s
+        metrics.letters_before(*letters_so_far(client, topic, start, timeout))
     return Parts(
         metrics=metrics,
         routing=routing,
@@ -261,6 +270,14 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         outbox=_outbox(cfg, encoders, registry) if cfg.outbox.tables else None,
         notices=source.snapshots.notifier,
     )
+
+
+def _dead_letters(cfg: Config) -> bool:
+    """Whether this configuration may dead-letter (any table's on_error dlq, or
+    pipeline.oversized dead_letter): then the counts start from the dead-letter topic."""
+    settings = cfg.pipeline
+    modes = {settings.on_error, *settings.on_error_tables.values()}
+    return "dlq" in modes or settings.oversized == "dead_letter"
 
 
 def _notifier(cfg: Config, opened: ExitStack) -> Notifier | None:

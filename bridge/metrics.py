@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final, Protocol
 
 from confluent_kafka import KafkaError
@@ -142,6 +142,7 @@ class Metrics:
         # in the first is degraded
         self.dead_lettered: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
+        self._resent: set[Hashable] = set()  # see letters_before
         self.slot_losses = 0  # slots found lost and replaced by a new one (bridge/slotstate.py)
         self.slot_gap_bytes = 0  # WAL bytes of changes the lost slots never delivered
         self.role: str | None = None  # ha.enabled: "standby" until the lease, then "active"
@@ -200,10 +201,21 @@ class Metrics:
         stage = next((s for cls, s in _STAGE_OF if isinstance(exc, cls)), "internal")
         self.error(stage)
 
-    def tolerated(self, table: str, parked: bool) -> None:
+    def letters_before(self, counts: dict[str, int], pending: Iterable[Hashable]) -> None:
+        """At the start: the dead letters the topic already holds, by table
+        (`bridge.kafka.oversized.letters_so_far`), and the ids of those PostgreSQL sends
+        again (their transaction unconfirmed), not to be counted twice."""
+        self.dead_lettered.update(counts)
+        self._resent = set(pending)
+
+    def tolerated(self, table: str, letter: Hashable | None) -> None:
         """A change of `table` the bridge could not encode or register, dead-lettered
-        (`parked`) or skipped instead of stopping (pipeline.on_error)."""
-        counts = self.dead_lettered if parked else self.skipped
+        (`letter`: the dead letter's id) or skipped (None) instead of stopping
+        (pipeline.on_error). A letter the topic held at the start is counted already."""
+        if letter is not None and letter in self._resent:
+            self._resent.discard(letter)
+            return
+        counts = self.dead_lettered if letter is not None else self.skipped
         counts[table] = counts.get(table, 0) + 1
 
     def degraded(self) -> str:
@@ -397,8 +409,9 @@ class BridgeCollector:
             ),
             "dead_lettered": c(
                 "bridge_dead_lettered_total",
-                "Changes the bridge could not encode or register, sent to the dead-letter "
-                "topic (pipeline.on_error: dlq), by table.",
+                "Changes the bridge could not encode or register, or records too large, "
+                "sent to the dead-letter topic (pipeline.on_error: dlq), by table; counted "
+                "from the topic's letters at the start.",
                 labels=["table"],
             ),
             "skipped": c(
@@ -409,7 +422,8 @@ class BridgeCollector:
             ),
             "degraded": g(
                 "bridge_table_degraded",
-                "1 for a table with changes dead-lettered or skipped since the start.",
+                "1 for a table with changes dead-lettered (in the dead-letter topic) or "
+                "skipped since the start.",
                 labels=["table"],
             ),
             "slot_losses": c(

@@ -45,6 +45,7 @@ from bridge.events.assembler import EventAssembler
 from bridge.events.model import Change, LogicalMessageEvent, TxBegin, TxCommit
 from bridge.kafka.acks import AckTracker, TxHandle
 from bridge.kafka.eos import KafkaTransactions
+from bridge.kafka.oversized import letter_id
 from bridge.kafka.producer import Producer, ProducerStoppedError
 from bridge.kafka.sidetopics import (
     HEARTBEAT_PREFIX,
@@ -589,7 +590,8 @@ class Pipeline:
             self.notices.degraded(table, policy, error, where)
         if parked:
             self._send(self.oversized.park(relation, change, error, tx, record, key_schema))
-        self.metrics.tolerated(table, parked)
+        letter = letter_id(table, change.lsn, tx.base["commit_lsn"], error.message)
+        self.metrics.tolerated(table, letter if parked else None)
 
     def _send(self, record: KafkaRecord) -> None:
         assert self._tx is not None

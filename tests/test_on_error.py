@@ -24,6 +24,7 @@ from waiting import wait_for
 from bridge.config import Config, PipelineConfig
 from bridge.demo import consume
 from bridge.errors import ValueConversionError
+from bridge.kafka.oversized import letter_id, tally
 from bridge.metrics import BridgeCollector, Metrics
 
 BAD_XID8 = str(2**64 - 1)
@@ -48,9 +49,9 @@ def test_an_invalid_table_pattern_is_refused_when_read() -> None:
 def test_degraded_tables_are_counted_and_named_in_readyz() -> None:
     metrics = Metrics()
     assert metrics.degraded() == ""
-    metrics.tolerated("public.a", parked=True)
-    metrics.tolerated("public.a", parked=True)
-    metrics.tolerated("public.b", parked=False)
+    metrics.tolerated("public.a", ("public.a", 1, 2, "e"))
+    metrics.tolerated("public.a", ("public.a", 3, 4, "e"))
+    metrics.tolerated("public.b", None)
     assert metrics.degraded() == "degraded tables: public.a (2 dead-lettered), public.b (1 skipped)"
     assert metrics.ready()[1].endswith("; " + metrics.degraded())
     samples = {
@@ -288,3 +289,56 @@ def test_a_degraded_table_is_notified_once_per_table_version(
     assert skipped["policy"] == "skip" and "dead_letter_topic" not in skipped
     assert told[2][1]["additional_data"]["data_collection"] == "public.bad"
     assert told[2][1]["id"] != bad["id"]
+
+
+def test_letters_are_tallied_once_and_those_postgresql_sends_again_are_not_counted_twice() -> None:
+    """The start's counts from the dead-letter topic (`tally`): a letter written twice (its
+    transaction sent again after a crash) counts once; one of a transaction the slot has
+    not confirmed, dead-lettered again by the pipeline, still counts once."""
+    def letter(lsn: int, commit: int, table: str = "public.a") -> bytes:  # fmt: skip
+        return json.dumps({"table": table, "lsn": lsn, "commit_lsn": commit, "error": "e"}).encode()
+
+    values = [letter(1, 2), letter(1, 2), letter(5, 9), letter(3, 4, "public.b"), b"x", None]
+    counts, pending = tally(values, start_lsn=8)
+    assert counts == {"public.a": 2, "public.b": 1}
+    assert pending == {letter_id("public.a", 5, 9, "e")}
+    metrics = Metrics()
+    metrics.letters_before(counts, pending)
+    metrics.tolerated("public.a", letter_id("public.a", 5, 9, "e"))  # sent again: counted
+    metrics.tolerated("public.a", letter_id("public.a", 12, 13, "e"))  # a new one
+    assert metrics.dead_lettered == {"public.a": 3, "public.b": 1}
+
+
+def test_dead_letter_counts_survive_a_restart(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    slot_name: str,
+    publication_name: str,
+    topic_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """bridge_dead_lettered_total and the degraded tables start from the dead-letter
+    topic: after a restart the dlq table is still degraded, with its count."""
+    _tables(pg_conn)
+    cfg = _config(
+        stack, pg_db, slot_name, publication_name, topic_prefix, tmp_path,
+        on_error_tables={r"public\.bad": "dlq"},
+    )  # fmt: skip
+    with running(cfg) as bridge:
+        _write(pg_conn, "INSERT INTO bad VALUES (1, %s, 'x')", (BAD_XID8,))
+        last = _write(pg_conn, "INSERT INTO bad VALUES (2, %s, 'y')", (BAD_XID8,))
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
+        )
+        assert bridge.pipeline.metrics.dead_lettered == {"public.bad": 2}
+    with running(cfg) as again:
+        assert again.pipeline.metrics.dead_lettered == {"public.bad": 2}  # before any change
+        last = _write(pg_conn, "INSERT INTO bad VALUES (3, %s, 'z')", (BAD_XID8,))
+        wait_for(
+            lambda: _confirmed_at_least(pg_conn, slot_name, last), 60, f"the slot to pass {last}"
+        )
+        _, detail = again.pipeline.metrics.ready()
+        assert again.error is None
+    assert again.pipeline.metrics.dead_lettered == {"public.bad": 3}
+    assert "degraded tables: public.bad (3 dead-lettered)" in detail

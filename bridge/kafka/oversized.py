@@ -17,11 +17,12 @@ import base64
 import io
 import json
 import logging
-from collections.abc import Callable, Mapping, MutableMapping
+import time
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Final
 
 import fastavro
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from bridge.decode.messages import KIND_TEXT, KIND_UNCHANGED, Relation, TupleData
@@ -249,3 +250,97 @@ def _raw_row(names: list[str], row: TupleData | None) -> dict[str, Any] | None:
         else:
             out[name] = {"base64": base64.b64encode(value).decode("ascii")}
     return out
+
+
+# what identifies a dead letter across a transaction PostgreSQL sends again: its table,
+# the change's LSN, its commit LSN and the error (which names an oversized record's key)
+LetterId = tuple[str, int, int, str]
+
+
+def letter_id(table: str, lsn: int, commit_lsn: int, error: str) -> LetterId:
+    return (table, lsn, commit_lsn, error)
+
+
+def tally(values: Iterable[bytes | None], start_lsn: int) -> tuple[dict[str, int], set[LetterId]]:
+    """The dead letters among `values`, by table, each counted once (a transaction sent
+    again after a crash wrote its letters twice), and the ids of those whose transaction
+    the slot has not confirmed (commit LSN at or past `start_lsn`, where it resumes):
+    PostgreSQL sends them again, so the pipeline must not count them a second time."""
+    seen: set[LetterId] = set()
+    counts: dict[str, int] = {}
+    pending: set[LetterId] = set()
+    for value in values:
+        try:
+            letter = json.loads(value or b"")
+            table, lsn = letter["table"], letter["lsn"]
+            commit = letter.get("commit_lsn", lsn)  # before commit_lsn, lsn was the commit's
+            ident = letter_id(table, lsn, commit, str(letter.get("error", "")))
+        except (ValueError, TypeError, KeyError):
+            continue  # not a letter of the bridge's
+        if ident in seen:
+            continue
+        seen.add(ident)
+        counts[table] = counts.get(table, 0) + 1
+        if commit >= start_lsn:
+            pending.add(ident)
+    return counts, pending
+
+
+def letters_so_far(
+    client_config: Mapping[str, Any], topic: str, start_lsn: int, timeout: float
+) -> tuple[dict[str, int], set[LetterId]]:
+    """`tally` of the dead-letter topic as it is at the start (committed records): what
+    `bridge_dead_lettered_total` and the degraded tables start from, so a restart does not
+    make a degraded table look healthy. Unreadable (no READ permission, the brokers slow
+    beyond `timeout`): a warning, and the counts start at zero."""
+    consumer = Consumer(
+        {
+            **client_config,
+            "group.id": f"bridge-dead-letters-{time.time_ns()}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        return tally(_values(consumer, topic, time.monotonic() + timeout), start_lsn)
+    except (KafkaException, TimeoutError) as exc:
+        log.warning(
+            "cannot read dead-letter topic %r to its end (%s): dead-letter counts start at zero",
+            topic,
+            exc,
+        )
+        return {}, set()
+    finally:
+        consumer.close()
+
+
+def _values(consumer: Any, topic: str, deadline: float) -> Iterable[bytes | None]:
+    """The values of every partition of `topic` up to its end offset now."""
+    ends = _ends(consumer, topic, deadline)
+    if ends:
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    while ends:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(ends)} partition(s) unread")
+        for msg in consumer.consume(500, 0.5):
+            if msg.error() is None and msg.offset() < ends.get(msg.partition(), 0):
+                yield msg.value()
+        for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
+            if tp.offset >= ends[tp.partition]:
+                del ends[tp.partition]
+
+
+def _ends(consumer: Any, topic: str, deadline: float) -> dict[int, int]:
+    """Partition -> end offset of the partitions of `topic` holding records; none for a
+    topic never written to (or one this role may not see: nothing to count)."""
+    meta = consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 0.1))
+    found = meta.topics.get(topic)
+    if found is None or found.error is not None:
+        return {}
+    ends = {}
+    for partition in found.partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+        if high > low:
+            ends[partition] = high
+    return ends
