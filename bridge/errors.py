@@ -91,6 +91,33 @@ class IncompatibleSchemaError(SchemaError):
     (a column's type changed, a key column added...): the message names the columns."""
 
 
+class RegistryHTTPError(SchemaError):
+    """The schema registry answered a request with an HTTP error status: what a registry
+    client raises (`bridge.kafka.registry.RegistryClient`, whichever HTTP stack it uses),
+    so callers tell a 404 (not registered) or a 409 (refused) from the registry being
+    down. The hint says what an operator does about the status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status} {detail}", hint=_registry_hint(status))
+        self.status = status
+        self.detail = detail
+
+
+def _registry_hint(status: int) -> str:
+    if status == 401:
+        return (
+            "the registry refused the credentials: check registry.basic_auth_user and its "
+            "password (set by environment, BRIDGE_REGISTRY__BASIC_AUTH_PASSWORD)"
+        )
+    if status == 403:
+        return (
+            "registry.basic_auth_user may not do this: the bridge needs a role that "
+            "registers schemas (Apicurio's sr-developer), bridge verify one that reads "
+            "(sr-readonly)"
+        )
+    return "check registry.url and that the registry is up"
+
+
 class TableDroppedError(SchemaError):
     """A table's catalog row is gone: the table was dropped before the stream reached its
     changes (the changes committed before the DROP are still in the stream)."""

@@ -23,7 +23,7 @@ from bridge.decode.messages import Relation
 from bridge.encode.records import ChangeEncoder
 from bridge.encoders import EncoderCache, load_table_details
 from bridge.errors import IncompatibleSchemaError
-from bridge.kafka.registry import Registry
+from bridge.kafka.registry import ConfluentClient, Registry
 from bridge.schema.catalog import PgCatalog
 from bridge.schema.pgtypes import CodecOptions
 from bridge.snapshot.catalog import describe_table
@@ -107,9 +107,11 @@ def test_which_alters_the_registry_refuses(
     topic = unique("probe")
     for kind in ("key", "value"):
         client.set_compatibility(subject_name=f"{topic}-{kind}", level="BACKWARD")
-    _encode(pg_conn, _cache(pg_conn, Registry(client), topic), oid)
+    _encode(pg_conn, _cache(pg_conn, Registry(ConfluentClient({"url": registry_url})), topic), oid)
     pg_conn.execute(alter)
-    cache = _cache(pg_conn, Registry(client), topic)  # a restarted bridge: nothing cached
+    cache = _cache(
+        pg_conn, Registry(ConfluentClient({"url": registry_url})), topic
+    )  # a restarted bridge: nothing cached
     if refused is None:
         _encode(pg_conn, cache, oid)
         # no new version where the ALTER left the schema as it was (a varchar's length)
@@ -123,7 +125,11 @@ def test_which_alters_the_registry_refuses(
     assert "table public.t" in message and names in message
     assert "registry.on_incompatible: new_subject" in (caught.value.hint or "")
     # With the setting, the same version goes to the subject's second generation.
-    moved = _cache(pg_conn, Registry(client, on_incompatible="new_subject"), topic)
+    moved = _cache(
+        pg_conn,
+        Registry(ConfluentClient({"url": registry_url}), on_incompatible="new_subject"),
+        topic,
+    )
     _encode(pg_conn, moved, oid)
     assert client.get_versions(f"{topic}-{refused}-v2") == [1]
     assert client.get_versions(f"{topic}-{refused}") == [1]

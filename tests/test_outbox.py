@@ -13,12 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.schema_registry import (
-    RegisteredSchema,
-    Schema,
-    SchemaRegistryClient,
-    SchemaRegistryError,
-)
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from delivery.helpers import bridge_settings
@@ -27,7 +22,7 @@ from waiting import wait_for
 
 from bridge.config import Config, OutboxConfig, java_regex, java_replacement
 from bridge.decode.messages import KIND_TEXT, Column, Relation, TupleData
-from bridge.errors import ConfigError, ValueConversionError
+from bridge.errors import ConfigError, RegistryHTTPError, ValueConversionError
 from bridge.events.model import Change
 from bridge.kafka.registry import Registry
 from bridge.outbox import OutboxRouter
@@ -212,10 +207,10 @@ class _Client:
     """A registry without subjects that gives every schema id 1 (the unit test below
     needs no registry server)."""
 
-    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
-        raise SchemaRegistryError(404, 40401, f"subject {subject_name!r} not found")
+    def get_latest_version(self, subject_name: str) -> str:
+        raise RegistryHTTPError(404, f"subject {subject_name!r} not found")
 
-    def register_schema(self, subject_name: str, schema: Schema) -> int:
+    def register_schema(self, subject_name: str, schema: str) -> int:
         return 1
 
 

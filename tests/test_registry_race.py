@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryError
 
-from bridge.errors import IncompatibleSchemaError
+from bridge.errors import IncompatibleSchemaError, RegistryHTTPError
 from bridge.kafka.registry import Registry
 
 SCHEMA: dict[str, Any] = {
@@ -16,26 +15,26 @@ SCHEMA: dict[str, Any] = {
     "fields": [{"name": "id", "type": "int"}],
 }
 # Apicurio's answer to the loser of two concurrent first registrations of a subject
-RACE = SchemaRegistryError(
-    409, 409, "An artifact with ID 'p.public.t-value' in group 'null' already exists."
+RACE = RegistryHTTPError(
+    409, "An artifact with ID 'p.public.t-value' in group 'null' already exists."
 )
-REFUSED = SchemaRegistryError(409, 409, "Incompatible schema")
+REFUSED = RegistryHTTPError(409, "Incompatible schema")
 
 
 class Client:
     """A registry that answers each registration with the next of `answers`."""
 
-    def __init__(self, *answers: int | SchemaRegistryError) -> None:
+    def __init__(self, *answers: int | RegistryHTTPError) -> None:
         self.answers = list(answers)
         self.registered: list[str] = []
 
-    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
-        raise SchemaRegistryError(404, 40401, "Subject not found")
+    def get_latest_version(self, subject_name: str) -> str:
+        raise RegistryHTTPError(404, "Subject not found")
 
-    def register_schema(self, subject_name: str, schema: Schema) -> int:
+    def register_schema(self, subject_name: str, schema: str) -> int:
         self.registered.append(subject_name)
         answer = self.answers.pop(0)
-        if isinstance(answer, SchemaRegistryError):
+        if isinstance(answer, RegistryHTTPError):
             raise answer
         return answer
 

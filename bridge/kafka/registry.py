@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
 from bridge.config import Config
-from bridge.errors import IncompatibleSchemaError, SchemaError
+from bridge.errors import IncompatibleSchemaError, RegistryHTTPError, SchemaError
 
 if TYPE_CHECKING:
-    from confluent_kafka.schema_registry import (
-        RegisteredSchema,
-        Schema,
-        SchemaRegistryClient,
-        SchemaRegistryError,
-    )
+    from confluent_kafka.schema_registry import SchemaRegistryClient
 
 Strategy = Literal["topic", "record", "topic_record"]
 OnIncompatible = Literal["stop", "new_subject"]
@@ -54,11 +51,14 @@ def generation(subject: str, n: int) -> str:
 
 
 class RegistryClient(Protocol):
-    """What `Registry` asks of confluent-kafka's `SchemaRegistryClient`."""
+    """What `Registry` asks of a registry client, schemas as their JSON text: the
+    stream's `ConfluentClient`, or `bridge.verify.schemas.Lookups` (look-ups over the
+    standard library). An HTTP error answer is raised as `RegistryHTTPError`; any other
+    exception is taken for the registry being unreachable."""
 
-    def get_latest_version(self, subject_name: str) -> RegisteredSchema: ...
+    def get_latest_version(self, subject_name: str) -> str: ...
 
-    def register_schema(self, subject_name: str, schema: Schema) -> int: ...
+    def register_schema(self, subject_name: str, schema: str) -> int: ...
 
 
 class KnownSchemas(NamedTuple):
@@ -99,18 +99,16 @@ class Registry:
         """The subject's newest schema (None for a new subject): one round trip per subject,
         then what this process registered there last."""
         if subject not in self._latest:
-            from confluent_kafka.schema_registry import SchemaRegistryError  # noqa: PLC0415
-
             try:
                 found = self.client.get_latest_version(subject)
-            except SchemaRegistryError as exc:
-                if exc.http_status_code != 404:
+            except RegistryHTTPError as exc:
+                if exc.status != 404:
                     raise _registry_error(f"subject {subject!r}", exc) from None
                 self._latest[subject] = None
-            except Exception as exc:  # plain requests/httpx errors when down
+            except Exception as exc:  # the HTTP stack's own errors when down
                 raise _unreachable(f"while reading {subject!r}", exc) from None
             else:
-                self._latest[subject] = json.loads(found.schema.schema_str or "null")
+                self._latest[subject] = json.loads(found)
         return self._latest[subject]
 
     def register(self, subject: str, schema: dict[str, Any] | list[Any], *, table: str) -> int:
@@ -120,8 +118,6 @@ class Registry:
         found = self._ids.get(key)
         if found is not None:
             return found
-        from confluent_kafka.schema_registry import Schema, SchemaRegistryError  # noqa: PLC0415
-
         for n in range(1, _MAX_GENERATIONS):
             target = generation(subject, n)
             previous = self.latest(target)
@@ -135,13 +131,13 @@ class Registry:
                     raise self._incompatible(target, schema, table, _RESCALED, rescaled)
                 continue
             try:
-                schema_id = self._register(target, Schema(json.dumps(schema), "AVRO"))
-            except SchemaRegistryError as exc:
-                if exc.http_status_code != 409:
+                schema_id = self._register(target, json.dumps(schema))
+            except RegistryHTTPError as exc:
+                if exc.status != 409:
                     raise _registry_error(f"table {table}, subject {target!r}", exc) from None
                 if self.on_incompatible == "stop":
                     raise self._incompatible(
-                        target, schema, table, f"the registry: {exc.error_message}"
+                        target, schema, table, f"the registry: {exc.detail}"
                     ) from None
                 continue
             except Exception as exc:
@@ -154,18 +150,16 @@ class Registry:
             return schema_id
         raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
 
-    def _register(self, subject: str, schema: Schema) -> int:
+    def _register(self, subject: str, schema: str) -> int:
         """Register `schema` under `subject`, once more if the registry refused it for a
         race, not for the schema: Apicurio's Confluent-compatible API answers one of two
         concurrent first registrations of a subject (the bridge's stream and an external
         load, say) with 409 "already exists". The subject exists by then, and the second
         try registers as any later one does."""
-        from confluent_kafka.schema_registry import SchemaRegistryError  # noqa: PLC0415
-
         try:
             return self.client.register_schema(subject, schema)
-        except SchemaRegistryError as exc:
-            if exc.http_status_code != 409 or "already exists" not in str(exc.error_message):
+        except RegistryHTTPError as exc:
+            if exc.status != 409 or "already exists" not in exc.detail:
                 raise
         return self.client.register_schema(subject, schema)
 
@@ -262,11 +256,8 @@ def _type_name(field: dict[str, Any]) -> str:
     return f"{pg} ({avro})" if pg else str(avro)
 
 
-def _registry_error(what: str, exc: SchemaRegistryError) -> SchemaError:
-    return SchemaError(
-        f"schema registry error for {what}: HTTP {exc.http_status_code} {exc.error_message}",
-        hint="check registry.url and that the registry is up",
-    )
+def _registry_error(what: str, exc: RegistryHTTPError) -> SchemaError:
+    return SchemaError(f"schema registry error for {what}: {exc.message}", hint=exc.hint)
 
 
 def _unreachable(what: str, exc: Exception) -> SchemaError:
@@ -277,8 +268,9 @@ def _unreachable(what: str, exc: Exception) -> SchemaError:
     )
 
 
-class _OnFirstUse:
-    """A `SchemaRegistryClient` imported and made at its first call."""
+class ConfluentClient:
+    """confluent-kafka's `SchemaRegistryClient` as a `RegistryClient`, imported and made
+    at its first call; its `SchemaRegistryError`s raised as `RegistryHTTPError`s."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self._config = config
@@ -291,18 +283,35 @@ class _OnFirstUse:
             self._client = SchemaRegistryClient(self._config)
         return self._client
 
-    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
-        return self._get().get_latest_version(subject_name)
+    def get_latest_version(self, subject_name: str) -> str:
+        client = self._get()
+        with _statuses():
+            return client.get_latest_version(subject_name).schema.schema_str or "null"
 
-    def register_schema(self, subject_name: str, schema: Schema) -> int:
-        return self._get().register_schema(subject_name, schema)
+    def register_schema(self, subject_name: str, schema: str) -> int:
+        from confluent_kafka.schema_registry import Schema  # noqa: PLC0415
+
+        client = self._get()
+        with _statuses():
+            return client.register_schema(subject_name, Schema(schema, "AVRO"))
+
+
+@contextmanager
+def _statuses() -> Iterator[None]:
+    """confluent-kafka's error answers as `RegistryHTTPError`s."""
+    from confluent_kafka.schema_registry import SchemaRegistryError  # noqa: PLC0415
+
+    try:
+        yield
+    except SchemaRegistryError as exc:
+        raise RegistryHTTPError(exc.http_status_code, str(exc.error_message)) from None
 
 
 def open_registry(cfg: Config, known: KnownSchemas | None = None) -> Registry:
     """The registry client as configured (the stream and the snapshot readers share this),
     answering `known` schemas (`Registry.known`) without a round trip."""
     return Registry(
-        _OnFirstUse(cfg.registry.client_config()),
+        ConfluentClient(cfg.registry.client_config()),
         cfg.avro.subject_strategy,
         cfg.registry.on_incompatible,
         known,

@@ -39,12 +39,11 @@ from bridge.kafka.acks import AckTracker, TxHandle
 from bridge.kafka.producer import Producer, kafka_client_config
 from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.record import KafkaRecord
-from bridge.routing import Routing
 from bridge.snapshot import catalog, chunks
 from bridge.snapshot.chunks import Chunk
 from bridge.snapshot.progress import ProgressBars, SnapshotProgress
 from bridge.snapshot.reader import build_jobs, connect, import_snapshot
-from bridge.snapshot.store import INITIAL, ChunkState, ProgressStore, is_private
+from bridge.snapshot.store import INITIAL, ChunkState, ProgressStore, table_topic_filter
 
 log = logging.getLogger("bridge.snapshot")
 _TURN_S = 0.1
@@ -136,20 +135,6 @@ class _Reader:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-
-
-def table_topic_filter(cfg: Config, progress_schema: str) -> Callable[[catalog.Published], bool]:
-    """Whether a published table's rows go to a topic of its own: the filters take it, it
-    is not one of the progress store's tables, and it is not an outbox table (its changes
-    become routed events, and its snapshot rows are not routed:
-    docs/concepts/filters-and-routing.md). What the snapshots read and what `bridge verify`
-    compares."""
-    routing = Routing.from_config(cfg)
-    return lambda p: (
-        routing.matches(p.namespace, p.name)
-        and not is_private(progress_schema, p.namespace, p.name)
-        and not cfg.outbox.holds(p.namespace, p.name)
-    )
 
 
 def snapshot_tables(

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import psycopg
 from psycopg import sql
 
+from bridge.config import Config
 from bridge.errors import SourceError
 from bridge.lsn import LSN
+from bridge.routing import Routing
+from bridge.snapshot.catalog import Published
 from bridge.snapshot.chunks import Bound, Chunk
 from bridge.source import libpq
 
@@ -61,6 +65,21 @@ CREATE TABLE IF NOT EXISTS {schema}.snapshot_chunk (
 def is_private(schema: str, namespace: str, name: str) -> bool:
     """One of the store's own tables, in the store's schema `schema`."""
     return namespace == schema and name in (RUN_TABLE, CHUNK_TABLE)
+
+
+def table_topic_filter(cfg: Config, progress_schema: str) -> Callable[[Published], bool]:
+    """Whether a published table's rows go to a topic of its own: the filters take it, it
+    is not one of the progress store's tables, and it is not an outbox table (its changes
+    become routed events, and its snapshot rows are not routed:
+    docs/concepts/filters-and-routing.md). What the snapshots read and what `bridge verify`
+    compares (here, beside `is_private`, not in `bridge.snapshot.initial`, which verify
+    does not load)."""
+    routing = Routing.from_config(cfg)
+    return lambda p: (
+        routing.matches(p.namespace, p.name)
+        and not is_private(progress_schema, p.namespace, p.name)
+        and not cfg.outbox.holds(p.namespace, p.name)
+    )
 
 
 class Run(NamedTuple):

@@ -33,7 +33,6 @@ from bridge.errors import ConfigError, VerifyError
 from bridge.lsn import LSN
 from bridge.snapshot import catalog
 from bridge.snapshot.catalog import METHOD_KEY, SnapshotTable
-from bridge.snapshot.initial import table_topic_filter
 from bridge.snapshot.modes import TemporaryExport
 from bridge.snapshot.reader import (
     TableJob,
@@ -42,6 +41,7 @@ from bridge.snapshot.reader import (
     export_again,
     import_snapshot,
 )
+from bridge.snapshot.store import table_topic_filter
 from bridge.source import libpq, slots
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.deadletters import DeadLetter, Explained, read_letters

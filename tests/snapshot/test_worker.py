@@ -47,7 +47,7 @@ def test_each_answer_holds_its_chunks_rows(
         planned = list(chunks.plan(exporter, table, CHUNK, None, 0))
         assert len(planned) == -(-ROWS // CHUNK)
         expected, known = _keys_by_chunk(cfg, name, table, planned)
-        monkeypatch.setattr(registry_module._OnFirstUse, "_get", _no_round_trip)
+        monkeypatch.setattr(registry_module.ConfluentClient, "_get", _no_round_trip)
         answers = _serve(cfg, name, table, planned, ahead, known)
     assert [chunk for chunk, _ in answers] == planned
     for (chunk, keys), want in zip(answers, expected, strict=True):

@@ -12,7 +12,6 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from bridge.decode.messages import (
     KIND_NULL,
@@ -25,7 +24,7 @@ from bridge.decode.messages import (
 from bridge.encode.records import SourceBlock, TxSource
 from bridge.encoders import EncoderCache
 from bridge.events.model import Change
-from bridge.kafka.registry import Registry
+from bridge.kafka.registry import ConfluentClient, Registry
 from bridge.record import KafkaRecord
 from bridge.schema import CodecOptions, StaticCatalog
 from bridge.schema.table import ColumnDetails, TableDetails
@@ -69,7 +68,7 @@ class TableFeed:
             {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0}
         )
         self.encoders = EncoderCache(
-            Registry(SchemaRegistryClient({"url": registry_url})),
+            Registry(ConfluentClient({"url": registry_url})),
             StaticCatalog(),
             lambda _oid: TableDetails(
                 self.key,
