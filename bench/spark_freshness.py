@@ -46,6 +46,7 @@ import importlib
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -332,6 +333,7 @@ def main() -> int:
         print(table(results))
         lake.spark.stop()
     finally:
+        shutil.rmtree(work, ignore_errors=True)  # the Delta tables, checkpoints, bridge logs
         if cluster is not None:
             cluster.stop()
         stack.stop()
