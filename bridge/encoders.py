@@ -55,6 +55,20 @@ def load_table_details(conn: Any, relid: int) -> TableDetails:
     return TableDetails(row_identity(conn, relid).record_key, columns)
 
 
+def _flagged_key(relation: Relation) -> tuple[str, ...] | None:
+    """The record key's columns (`RowIdentity.record_key`) from the Relation message's key
+    flags alone, where they say it exactly: REPLICA IDENTITY NOTHING (no key), USING INDEX
+    (the index's columns, in column order, the flags' order) and DEFAULT with a primary key
+    of at most one column (none: no key). None for a primary key of several columns (the
+    key is in index order, which the flags do not give) and FULL (every column flagged)."""
+    flagged = tuple(c.name for c in relation.columns if c.is_key)
+    if relation.replica_identity == "n":
+        return ()
+    if relation.replica_identity == "i" or (relation.replica_identity == "d" and len(flagged) <= 1):
+        return flagged
+    return None
+
+
 class EncoderCache:
     """`exclude_columns`: `filters.exclude_columns`, compiled once for every relation version."""
 
@@ -100,25 +114,32 @@ class EncoderCache:
     def codec(self, relation: Relation) -> TableCodec:
         """The relation's column types as its encoder would have them, nothing registered
         (the outbox router writes single columns: bridge.outbox)."""
-        return self._table(relation, self._table_details(relation.oid))
+        return self._table(relation, self._table_details(relation))
 
-    def _table_details(self, oid: int) -> TableDetails:
+    def _table_details(self, relation: Relation) -> TableDetails:
         """The table's catalog facts; those read for its previous Relation version when
         it has been dropped since: the stream still carries what it committed before the
         DROP, and a streamed transaction sends its Relation message again (a change of its
-        key after the version read would not be seen)."""
+        key after the version read would not be seen). A table dropped before any version
+        was read (created and dropped in one transaction: test_decoding's ddl script) is
+        keyed as the Relation message says, where it says the key exactly
+        (`_flagged_key`)."""
+        oid = relation.oid
         try:
             details = self._details(oid)
         except TableDroppedError:
             known = self._known.get(oid)
-            if known is None:
+            if known is not None:
+                return known
+            key = _flagged_key(relation)
+            if key is None:
                 raise
-            return known
+            return TableDetails(key, {})
         self._known[oid] = details
         return details
 
     def _build(self, relation: Relation) -> tuple[str, ChangeEncoder]:
-        details = self._table_details(relation.oid)
+        details = self._table_details(relation)
         table = self._table(relation, details)
         topic = self._topic_for(relation)
         strategy = self._registry.strategy

@@ -211,7 +211,7 @@ def compare_table(
     all_text = bytes((KIND_TEXT,)) * len(names)
     query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
     source = snapshot_source("", "", state.point, "true")
-    found = _Found(decoder, result, letters)
+    found = _Found(decoder, result, state.placed, letters)
     bodies: _Bodies = job.encoder.row_bodies
     if letters is not None:
         key_only = bytes(KIND_TEXT if i in key_at else KIND_UNCHANGED for i in range(len(names)))
@@ -291,10 +291,15 @@ class _Found:
     store's: mismatches by row number, ghosts by key."""
 
     def __init__(
-        self, decoder: Decoder, result: TableResult, letters: Explained | None = None
+        self,
+        decoder: Decoder,
+        result: TableResult,
+        placed: dict[bytes, bytes],
+        letters: Explained | None = None,
     ) -> None:
         self.decoder = decoder
         self.result = result
+        self.placed = placed  # `TopicState.placed`: keys their records do not hold
         self.letters = letters
         # (row number, kind, key body, key texts, the letter that explains it)
         self.mismatches: list[tuple[int, str, bytes, tuple[str, ...], DeadLetter | None]] = []
@@ -358,7 +363,8 @@ class _Found:
         for key, state in ghosts:
             partition, offset, _ = scan.where_of(state)
             framed = raw.get(key) or fetched[partition, offset]
-            result.ghost_keys[decoder.key(framed, f"{result.topic} ghost")] = kept(state, framed)
+            name = self.placed.get(key) or decoder.key(framed, f"{result.topic} ghost")
+            result.ghost_keys[name] = kept(state, framed)
         for name in sorted(result.ghost_keys):  # the same samples whatever the store's order
             letter = None if self.letters is None else self.letters.find(name, None)
             if letter is None:

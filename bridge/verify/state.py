@@ -6,12 +6,14 @@ current schema) are reduced to a digest of the whole row's Avro bytes and one of
 column's (`bridge.verify.scan`, compiled: the records are scanned in place, never decoded
 into Python objects). Avro's binary encoding of a value is unique, so equal bytes are an
 equal value; logical types play no part (a +infinity timestamp or a NaN decimal compares
-as its wire bytes). A record written with another version of the schema is decoded
-with fastavro from its registered writer schema into the current one and encoded again
-in it (`Decoder.reencoded`): its columns compare as the current schema writes them, and
-it has no row digest (the comparison goes column by column). Nothing reads a source or
-envelope field by position, so fields added to the envelope or source block change
-nothing here.
+as its wire bytes). A record written with another version of the schema is read with
+fastavro in its own writer schema (fetched by the id in its header, once per id) and its
+columns, by name, encoded again in the current one (`Decoder.reencoded`): a column added
+since reads as its default, a value of a type its column no longer has (retyped since)
+equals no current value; it has no row digest (the comparison goes column by column). A
+record keyed by another key schema (the key moved to other columns) is placed at the
+current key of its row (`TopicState`). Nothing reads a source or envelope field by
+position, so fields added to the envelope or source block change nothing here.
 
 The fold follows `bridge.spark.apply` (a key-based consumer's rules):
 - the newest change per key wins; a delete removes the key (its column digests are kept
@@ -42,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 import fastavro
+import fastavro.validation
 
 from bridge.errors import SchemaError
 from bridge.verify import scan
@@ -61,16 +64,20 @@ def raw_schema(schema: Any) -> Any:
     return schema
 
 
-def row_fields(envelope_schema: Mapping[str, Any]) -> tuple[str, ...]:
-    """Names of the row fields of an envelope schema (the row record `before` defines and
-    `after` names)."""
+def row_record(envelope_schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The row record of an envelope schema (the one `before` defines and `after` names)."""
     for field in envelope_schema["fields"]:
         if field["name"] in ("before", "after"):
             branches = field["type"] if isinstance(field["type"], list) else [field["type"]]
             for branch in branches:
                 if isinstance(branch, dict) and branch.get("type") == "record":
-                    return tuple(f["name"] for f in branch["fields"])
+                    return branch
     raise SchemaError("envelope schema without a row record", hint="not a bridge topic?")
+
+
+def row_fields(envelope_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of the row fields of an envelope schema."""
+    return tuple(f["name"] for f in row_record(envelope_schema)["fields"])
 
 
 def schema_id(data: bytes, where: str) -> int:
@@ -82,12 +89,31 @@ def schema_id(data: bytes, where: str) -> int:
     return int(found)
 
 
-class Decoder:
-    """Framed Avro in the table's current key and envelope schemas: keys as the current
-    key schema writes them (`key`), records of other schema versions encoded again in the
-    current one (`reencoded`), and the scanner of current records (`envelope_scan`).
+class _Column(NamedTuple):
+    """A current row column that a writer's row does not hold in the same type: its
+    position, name and type (parsed)."""
 
-    `writer` fetches a registered schema's text by id (cached here)."""
+    at: int
+    name: str
+    type: Any
+
+
+class Decoder:
+    """Framed Avro read for the fold, each record with its own writer schema (fetched by
+    the id in its Confluent header through `writer`, parsed once per id), its values
+    compared with PostgreSQL's current row by column name:
+
+    - keys as the current key schema writes them (`key`; `key_of` a row's values);
+    - records of another envelope version encoded again in the current one (`reencoded`):
+      a column the writer did not have reads as its current default, one of another type
+      keeps its value if the current type holds it (an int read as a long), else it
+      stands for a value no current one equals (`foreign`: PostgreSQL's row, retyped since,
+      differs there);
+    - the scanner of current records (`envelope_scan`), which needs no decoding at all.
+
+    Nothing here resolves a writer schema into the reader's: Avro's resolution refuses
+    exactly the versions a table's history can bring (a column retyped, a key moved to
+    other columns), where reading by column name still holds."""
 
     def __init__(
         self,
@@ -96,96 +122,169 @@ class Decoder:
         writer: Callable[[int], str],
     ) -> None:
         self._key_raw: Any = None if key_schema is None else raw_schema(key_schema)
-        self._key_reader: Any = (
+        self._key_parsed: Any = (
             None if self._key_raw is None else fastavro.parse_schema(self._key_raw)
         )
-        self._same_key: dict[int, bool] = {}
+        self._key_names = (
+            () if self._key_raw is None else tuple(f["name"] for f in self._key_raw["fields"])
+        )
         self._value_raw = raw_schema(envelope_schema)
-        self._value_reader = fastavro.parse_schema(self._value_raw)
+        self._value_parsed = fastavro.parse_schema(self._value_raw)
         self.fields = row_fields(envelope_schema)
+        row = row_record(scan.expanded(self._value_raw))
+        self._row_types = {f["name"]: f["type"] for f in row["fields"]}
+        self._row_defaults = {f["name"]: f.get("default") for f in row["fields"]}
         self._writer = writer
-        # schema id -> (parsed writer, reader or None when the same)
-        self._plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
+        self._parsed: dict[int, Any] = {}  # schema id -> its parsed raw schema
+        self._raw: dict[int, Any] = {}  # schema id -> its raw schema
+        self._columns: dict[int, list[_Column]] = {}  # envelope id -> columns to convert
         self.envelope_scan = scan.EnvelopeScan(self._value_raw, list(self.fields))
         self.row_scan = self.envelope_scan.row
 
-    def _plan(self, found: int, key: bool) -> tuple[Any, Any]:
-        """Schema resolution costs fastavro several times the decoding itself, per record:
-        a writer equal to the reader is read without it."""
-        raw = raw_schema(json.loads(self._writer(found)))
-        current, reader = (
-            (self._key_raw, self._key_reader) if key else (self._value_raw, self._value_reader)
-        )
-        plan = self._plans[found, key] = (
-            fastavro.parse_schema(raw),
-            None if raw == current else reader,
-        )
-        return plan
+    def _schema(self, found: int) -> Any:
+        """Schema `found` parsed (its raw form), fetched once."""
+        parsed = self._parsed.get(found)
+        if parsed is None:
+            raw = self._raw[found] = raw_schema(json.loads(self._writer(found)))
+            parsed = self._parsed[found] = fastavro.parse_schema(raw)
+            if (
+                raw != self._value_raw
+                and isinstance(raw, dict)
+                and any(f["name"] in ("before", "after") for f in raw.get("fields", ()))
+            ):
+                self._columns[found] = self._converted(raw)
+        return parsed
 
-    def _decode(self, data: bytes, reader: Any, where: str) -> dict[str, Any]:
+    def _converted(self, writer: Any) -> list[_Column]:
+        """The current row columns an envelope of schema `writer` does not hold in their
+        current type (compared expanded: a named type is the same wherever defined)."""
+        written = {f["name"]: f["type"] for f in row_record(scan.expanded(writer))["fields"]}
+        return [
+            _Column(at, name, fastavro.parse_schema(kind))
+            for at, (name, kind) in enumerate(self._row_types.items())
+            if written.get(name) != kind
+        ]
+
+    def read(self, data: bytes, where: str) -> dict[str, Any]:
+        """A framed record as its writer schema has it (wire values)."""
         found = schema_id(data, where)
-        key = reader is self._key_reader
-        parsed, resolve = self._plans.get((found, key)) or self._plan(found, key)
+        parsed = self._parsed.get(found) or self._schema(found)
         try:
-            out = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, resolve)
+            out = fastavro.schemaless_reader(io.BytesIO(data[_HEADER.size :]), parsed, None)
         except Exception as exc:  # fastavro raises many types for a body that does not fit
             raise SchemaError(
                 f"{where}: cannot decode with schema id {found}: {exc}", hint=_NOT_OURS
             ) from None
-        assert isinstance(out, dict)  # both readers are records
+        if not isinstance(out, dict):
+            raise SchemaError(f"{where}: schema id {found} is not a record", hint=_NOT_OURS)
         return out
 
     def current_value(self, found: int) -> bool:
         """Whether value schema `found` is the current envelope schema."""
-        _, resolve = self._plans.get((found, False)) or self._plan(found, False)
-        return resolve is None
+        self._schema(found)
+        return bool(self._raw[found] == self._value_raw)
 
     def current_key(self, found: int) -> bool:
         """Whether key schema `found` is the current key schema."""
-        same = self._same_key.get(found)
-        if same is None:
-            writer = raw_schema(json.loads(self._writer(found)))
-            same = self._same_key[found] = writer == self._key_raw
-        return same
+        self._schema(found)
+        return self._key_raw is not None and bool(self._raw[found] == self._key_raw)
 
     def key_fields(self, data: bytes, where: str) -> dict[str, Any]:
-        """The key's fields as wire values."""
-        if self._key_reader is None:
-            raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
-        return self._decode(data, self._key_reader, where)
+        """The key's fields as its writer schema has them (wire values)."""
+        return self.read(data, where)
+
+    def key_of(self, values: Mapping[str, Any]) -> bytes | None:
+        """The current key's Avro body from values by column name (a key's or a row's);
+        None when one is missing or does not fit the current key's type."""
+        if self._key_parsed is None:
+            return None
+        try:
+            datum = {name: values[name] for name in self._key_names}
+        except KeyError:
+            return None
+        if not fastavro.validation.validate(datum, self._key_parsed, raise_errors=False):
+            return None
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, self._key_parsed, datum)
+        return out.getvalue()
 
     def key(self, data: bytes, where: str) -> bytes:
         """The key's Avro body in the current key schema: equal keys, equal bytes, whatever
         the schema id. A key written with the current schema is used as it is (Avro's
-        encoding of a record of scalars is unique); any other is decoded and re-encoded."""
+        encoding of a record of scalars is unique); any other is read and its columns
+        written again in the current one, by name. A key of other columns (the primary
+        key moved) has no such body: `TopicState` places its records by their rows."""
+        if self._key_parsed is None:
+            raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
         if self.current_key(schema_id(data, where)):
             return data[_HEADER.size :]
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, self._key_reader, self.key_fields(data, where))
-        return out.getvalue()
+        fields = self.key_fields(data, where)
+        body = self.key_of(fields)
+        if body is None:
+            raise SchemaError(
+                f"{where}: a key of columns {sorted(fields)}, not the current key's "
+                f"{list(self._key_names)}",
+                hint="a key of other columns is placed by its record's row (verify's fold)",
+            )
+        return body
 
     def show_key(self, body: bytes) -> str:
         """A key from `key` as JSON, for people."""
-        assert self._key_reader is not None
-        decoded = fastavro.schemaless_reader(io.BytesIO(body), self._key_reader, None)
+        assert self._key_parsed is not None
+        decoded = fastavro.schemaless_reader(io.BytesIO(body), self._key_parsed, None)
         return json.dumps(decoded, sort_keys=True, default=_show, ensure_ascii=False)
 
-    def envelope(self, data: bytes, where: str) -> dict[str, Any]:
-        return self._decode(data, self._value_reader, where)
+    def current(self, data: bytes, where: str) -> dict[str, Any]:
+        """A record's envelope read with its writer schema, its rows by the current
+        columns' names (a column the writer did not have: its current default; a value
+        of another type: as written)."""
+        env = self.read(data, where)
+        for image in ("before", "after"):
+            row = env.get(image)
+            if isinstance(row, dict):
+                defaults = self._row_defaults
+                env[image] = {n: row[n] if n in row else defaults[n] for n in self.fields}
+        return env
 
-    def reencoded(self, data: bytes, where: str) -> bytes:
+    def reencoded(self, data: bytes, where: str) -> tuple[bytes, list[tuple[int, bytes]]]:
         """A record of another envelope schema version as the current one writes it (its
-        5-byte header kept): decoded into the current schema, then encoded again."""
+        5-byte header kept), and the `after` columns whose values the current types do
+        not hold, each with its `foreign` digest (null in the bytes)."""
+        env = self.current(data, where)
+        foreign: list[tuple[int, bytes]] = []
+        for column in self._columns.get(schema_id(data, where), ()):
+            for image in ("before", "after"):
+                row = env.get(image)
+                if not isinstance(row, dict):
+                    continue
+                value = row[column.name]
+                if fastavro.validation.validate(value, column.type, raise_errors=False):
+                    continue
+                row[column.name] = None
+                if image == "after":
+                    foreign.append((column.at, _foreign(value)))
         out = io.BytesIO()
-        out.write(data[:5])
-        fastavro.schemaless_writer(out, self._value_reader, self.envelope(data, where))
-        return out.getvalue()
+        out.write(data[: _HEADER.size])
+        try:
+            fastavro.schemaless_writer(out, self._value_parsed, env)
+        except Exception as exc:  # an envelope field outside the rows that does not fit
+            raise SchemaError(
+                f"{where}: cannot read as the current envelope: {exc}", hint=_NOT_OURS
+            ) from None
+        return out.getvalue(), foreign
 
     def columns(self, body: bytes) -> bytes:
         """The column digests of a row's Avro body in the current schema."""
         parts: list[bytes] = []
         self.row_scan.digests(body, 0, parts)
         return b"".join(parts)
+
+
+def _foreign(value: Any) -> bytes:
+    """The digest of a value written in a type its column no longer has: of bytes no
+    column's Avro bytes start with (those start with its union branch, 0 or 2), so no value
+    in the current type, PostgreSQL's included, has it."""
+    return scan.digest(b"\xff\xfe" + json.dumps(value, default=repr, sort_keys=True).encode())
 
 
 def _show(value: Any) -> Any:
@@ -199,19 +298,51 @@ def _header(headers: Iterable[tuple[str, bytes | None]] | None, name: str) -> by
     return None
 
 
+def _named(fields: Mapping[str, Any]) -> str:
+    """A key's fields as one string: the same key whatever its schema id."""
+    return json.dumps(fields, sort_keys=True, default=repr)
+
+
+def _deleted(state: bytes, nulls: bytes) -> bytes:
+    """A delete at `state`'s LSN and record (`Entry.gone`)."""
+    flags = bytes((scan.DELETED | scan.RESCANNED | scan.NO_ROW,))
+    return state[: scan.FLAGS_AT] + flags + state[scan.FLAGS_AT + 1 : scan.COLUMNS_AT] + nulls
+
+
+def _with_digests(state: bytes, digests: list[tuple[int, bytes]]) -> bytes:
+    """`state` with the digests of some columns (by position) replaced, unsent ones kept."""
+    out = bytearray(state)
+    for at, found in digests:
+        start = scan.COLUMNS_AT + at * scan.DIGEST
+        if out[start : start + scan.DIGEST] != scan.UNSENT:
+            out[start : start + scan.DIGEST] = found
+    return bytes(out)
+
+
 class Entry(NamedTuple):
     """One record folded: its commit LSN (the order partitions are merged in), its key's
-    identity and state (`bridge.verify.scan`), and the old key's identity when the state
-    carries values from it (a key change's create)."""
+    identity and state (`bridge.verify.scan`), the old key's identity when the state
+    carries values from it (a key change's create), and a key whose row this record
+    moves away from (`gone`: deleted just before, at the same LSN; see `TopicState`)."""
 
     lsn: int
     key: bytes
     state: bytes
     moved_from: bytes | None
+    gone: bytes | None = None
 
 
 class TopicState:
     """Records folded into per-key states (see the module docstring).
+
+    A record whose key has another key schema than the current one (the primary key or
+    replica identity moved to other columns, or a key subject's next generation) is placed
+    as a consumer holding rows places it: at the current key of the row it addresses, its
+    row's values in the current key's columns (a delete: where its key's row was placed
+    last, else its before image). One key's row whose current-key columns change under
+    the other key moves there (`Entry.gone`: the old place deleted, as the bridge's own key
+    changes do). `placed` keeps the bodies of the current keys so reached, which their
+    records do not hold (a ghost's name).
 
     `expected`: about how many records will be folded (the offsets to read), which decides
     whether the states stay in memory (`bridge.verify.store`); `in_memory`: they do,
@@ -248,7 +379,11 @@ class TopicState:
         self._raw: dict[bytes, bytes] | None = {} if (in_memory or track_later) else None
         self.records = 0
         self.after_point = 0  # records left out: committed at or after the point
+        self.placed: dict[bytes, bytes] = {}  # identity -> current key body (class doc)
+        # a key of another key schema (its fields as JSON) -> the current key it was at last
+        self._places: dict[str, bytes] = {}
         self._moved_from: bytes | None = None  # the last entry's old key (a key change)
+        self._gone: bytes | None = None  # the last entry's `Entry.gone`
 
     @property
     def truncated(self) -> int:
@@ -268,7 +403,7 @@ class TopicState:
         if not self._entry(partition, offset, key, value, headers):
             return None
         entries = self.entries
-        return Entry(entries.lsn, entries.key, entries.state, self._moved_from)
+        return Entry(entries.lsn, entries.key, entries.state, self._moved_from, self._gone)
 
     def add(
         self,
@@ -281,6 +416,8 @@ class TopicState:
         """`entry` and `put` of one record: a topic of one partition is folded as read."""
         if self._entry(partition, offset, key, value, headers):
             entries = self.entries
+            if self._gone is not None:
+                self.keys.put(self._gone, _deleted(entries.state, self.keys.nulls))
             self.keys.put(entries.key, entries.state, self._moved_from)
 
     def _entry(
@@ -291,12 +428,13 @@ class TopicState:
         value: bytes | None,
         headers: Callable[[], list[tuple[str, bytes | None]] | None],
     ) -> bool:
-        """Whether the record is an entry (left in `entries.key`, `entries.state` and
-        `_moved_from`)."""
+        """Whether the record is an entry (left in `entries.key`, `entries.state`,
+        `_moved_from` and `_gone`)."""
         self.records += 1
         if value is None:  # a tombstone: the delete before it did the work
             return False
         entries = self.entries
+        self._moved_from = self._gone = None
         status = entries.entry(key, value, partition, offset)
         if status in (scan.OTHER_SCHEMA, scan.OTHER_KEY):
             status = self._other(partition, offset, key, value, status)
@@ -307,23 +445,61 @@ class TopicState:
         if status == scan.LATER:
             self.after_point += 1
             if self.later is not None and key is not None and entries.op != 116:  # not "t"
-                self.later[self.decoder.key(key, self._where(partition, offset))] = key
+                body = self._body(key, value, self._where(partition, offset))
+                if body is not None:
+                    self.later[body] = key
             return False
         if status == scan.NO_KEY:
             return False
-        self._moved_from = None
-        if status == scan.CHECK_MOVED:
-            old = _header(headers(), OLD_KEY_HEADER)
-            if old is not None:
-                where = f"{self._where(partition, offset)} {OLD_KEY_HEADER}"
-                self._moved_from = scan.ident(self.decoder.key(old, where))
-                entries.state = scan.moved(entries.state)
+        if status == scan.CHECK_MOVED or self._gone is not None:
+            self._carry(status == scan.CHECK_MOVED, headers, partition, offset)
         if self._raw is not None and key is not None:
             self._raw[entries.key] = key
         return True
 
+    def _carry(
+        self,
+        check: bool,
+        headers: Callable[[], list[tuple[str, bytes | None]] | None],
+        partition: int,
+        offset: int,
+    ) -> None:
+        """Where an entry carrying unsent values takes them from (`_moved_from`): a key
+        change's old key (when `check`, its header), else the place its row moved from."""
+        entries = self.entries
+        if check:
+            old = _header(headers(), OLD_KEY_HEADER)
+            if old is not None:
+                where = f"{self._where(partition, offset)} {OLD_KEY_HEADER}"
+                self._moved_from = self._ident(old, where)
+        if self._moved_from is None:
+            self._moved_from = self._gone
+        if self._moved_from is not None and scan.flags_of(entries.state) & scan.CARRY:
+            entries.state = scan.moved(entries.state)
+        else:
+            self._moved_from = None
+
     def _where(self, partition: int, offset: int) -> str:
         return f"topic {self.topic} partition {partition} offset {offset}"
+
+    def _ident(self, key: bytes, where: str) -> bytes | None:
+        """The identity of an old key header's key (None: placed nowhere)."""
+        if self.decoder.current_key(schema_id(key, where)):
+            return scan.ident(key[_HEADER.size :])
+        fields = self.decoder.key_fields(key, where)
+        body = self._places.get(_named(fields)) or self.decoder.key_of(fields)
+        return None if body is None else scan.ident(body)
+
+    def _body(self, key: bytes, value: bytes, where: str) -> bytes | None:
+        """The current key body of a record left out (None: it has no place)."""
+        decoder = self.decoder
+        if decoder.current_key(schema_id(key, where)):
+            return key[_HEADER.size :]
+        body = decoder.key_of(decoder.key_fields(key, where))
+        if body is None:
+            env = decoder.current(value, where)
+            body = decoder.key_of(env.get("after") or env.get("before") or {})
+        return body
 
     def _other(
         self,
@@ -334,30 +510,60 @@ class TopicState:
         status: int,
     ) -> int:
         """`Entries.entry` again once it knows the schemas it asked about: a value of
-        another envelope version re-encoded in the current one, a key of another key
-        schema with its identity."""
+        another envelope version re-encoded in the current one (its columns in types
+        they no longer have given their `foreign` digests), a key of another key schema
+        placed (`_place`)."""
         entries = self.entries
         where = self._where(partition, offset)
+        written = value
         flags, key_ident = 0, None
+        foreign: list[tuple[int, bytes]] = []
         while status in (scan.OTHER_SCHEMA, scan.OTHER_KEY):
             if status == scan.OTHER_SCHEMA:
                 found = schema_id(value, where)
                 if found not in entries.values:
                     entries.values[found] = self.decoder.current_value(found)
                 if not entries.values[found]:
-                    value, flags = self.decoder.reencoded(value, where), scan.NO_ROW
+                    value, foreign = self.decoder.reencoded(value, where)
+                    flags = scan.NO_ROW
             else:
                 assert key is not None
                 found = schema_id(key, where)
                 if found not in entries.keys:
                     entries.keys[found] = self.decoder.current_key(found)
                 if not entries.keys[found]:
-                    key_ident = scan.ident(self.decoder.key(key, where))
+                    body = self._place(key, written, where)
+                    if body is None:
+                        return scan.NO_KEY
+                    key_ident = scan.ident(body)
+                    self.placed[key_ident] = body
             status = entries.entry(key, value, partition, offset, flags, key_ident)
+        if foreign and status in (scan.ENTRY, scan.CHECK_MOVED):
+            entries.state = _with_digests(entries.state, foreign)
         return status
+
+    def _place(self, key: bytes, value: bytes, where: str) -> bytes | None:
+        """The current key a record of another key schema addresses (class docstring), or
+        None when its values do not say; sets `_gone` when its row moves."""
+        decoder = self.decoder
+        fields = decoder.key_fields(key, where)
+        name = _named(fields)
+        last = self._places.get(name)
+        env = decoder.current(value, where)
+        if env.get("op") == "d":
+            return last or decoder.key_of(fields) or decoder.key_of(env.get("before") or {})
+        body = decoder.key_of(fields) or decoder.key_of(env.get("after") or {})
+        if body is None:
+            return None
+        self._places[name] = body
+        if last is not None and last != body:
+            self._gone = scan.ident(last)
+        return body
 
     def put(self, entry: Entry) -> None:
         """Fold one entry, in the topic's order."""
+        if entry.gone is not None:
+            self.keys.put(entry.gone, _deleted(entry.state, self.keys.nulls))
         self.keys.put(entry.key, entry.state, entry.moved_from)
 
     def fold(
@@ -385,7 +591,8 @@ class TopicState:
         assert self._raw is not None
         for key, state in self.keys.states():
             raw = self._raw[key]
-            yield self.decoder.key(raw, "key"), kept(state, raw)
+            body = self.placed.get(key)
+            yield self.decoder.key(raw, "key") if body is None else body, kept(state, raw)
 
     def close(self) -> None:
         """Remove the key store's files, if it spilled to disk."""

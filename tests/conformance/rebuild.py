@@ -264,7 +264,7 @@ class Checker:
         records, _ = encode_rows(rows, job, snapshot_source("", "", point, "true"))
         for record in records:
             assert record.value is not None
-            after = decoder.envelope(record.value, f"{table.label} row").get("after") or {}
+            after = decoder.current(record.value, f"{table.label} row").get("after") or {}
             expected[_row(after)] += 1
         if state.rows == expected and not state.unmatched:
             found.values += len(rows) * len(decoder.fields)
@@ -308,8 +308,7 @@ class Checker:
             sql.SQL("CREATE TEMPORARY TABLE {} ({})").format(
                 ident,
                 sql.SQL(", ").join(
-                    sql.SQL("{} ").format(sql.Identifier(c)) + sql.SQL(types[c])
-                    for c in columns
+                    sql.SQL("{} ").format(sql.Identifier(c)) + sql.SQL(types[c]) for c in columns
                 ),
             )
         )
@@ -358,15 +357,16 @@ class Checker:
         )
 
     def consumer_rows(self, job: TableJob, timeout: float) -> list[dict[str, Any]]:
-        """The rows a consumer of the job's topic holds after reading it all, decoded by
-        confluent-kafka's AvroDeserializer into the table's current schema (as a consumer
-        applying them to a table reads them): keyed records folded by key (unchanged
-        TOASTed fields keep the key's or the old key's previous value), keyless ones as a
-        multiset; a TRUNCATE empties both."""
+        """The rows a consumer of the job's topic holds after reading it all, each record
+        decoded by confluent-kafka's AvroDeserializer with its own writer schema, its
+        columns taken by name (a column it lacks is null): keyed records folded by key
+        (unchanged TOASTed fields keep the key's or the old key's previous value), keyless
+        ones as a multiset; a TRUNCATE empties both. A key of other columns than the
+        records before it (the primary key or replica identity moved) re-keys every row
+        held by its values in those columns, as a consumer keyed by the table's key
+        columns must."""
         topic = job.topic
-        deserialize = AvroDeserializer(
-            self._registry, json.dumps(job.encoder.table.envelope_schema)
-        )
+        deserialize = AvroDeserializer(self._registry)
         records = []
         for messages in self.topics.read(topic, timeout).values():
             for msg in messages:
@@ -374,31 +374,40 @@ class Checker:
                 if value is None:
                     continue
                 env = deserialize(value, SerializationContext(topic, MessageField.VALUE))
-                records.append((commit_lsn(env), msg.offset(), msg.key(), env, msg.headers()))
-        keyed: dict[bytes, dict[str, Any]] = {}
-        gone: dict[bytes, dict[str, Any]] = {}
+                key = msg.key()
+                fields = None if key is None else _key_fields(deserialize, topic, key)
+                moved = dict(msg.headers() or ()).get(OLD_KEY)
+                old = None if moved is None else _key_fields(deserialize, topic, moved)
+                records.append((commit_lsn(env), msg.offset(), fields, old, env))
+        keyed: dict[str, dict[str, Any]] = {}
+        gone: dict[str, dict[str, Any]] = {}
+        shape: tuple[str, ...] = ()
         bag: list[dict[str, Any]] = []
-        for _, _, key, env, headers in sorted(records, key=lambda r: (r[0], r[1])):
+        for _, _, fields, old, env in sorted(records, key=lambda r: (r[0], r[1])):
             op, before, after = env["op"], env.get("before"), env.get("after")
+            if fields is not None and tuple(fields) != shape:
+                shape = tuple(fields)
+                keyed = {_named(row, shape): row for row in keyed.values()}
+                gone = {_named(row, shape): row for row in gone.values()}
             if op == "t":
                 keyed.clear()
                 bag.clear()
-            elif key is None:
+            elif fields is None:
                 if op in ("u", "d") and before in bag:
                     bag.remove(before)
                 if op in ("c", "r", "u"):
                     bag.append(after)
             elif op == "d":
-                old = keyed.pop(key, None)
-                if old is not None:
-                    gone[key] = old
+                row = keyed.pop(_named(fields, shape), None)
+                if row is not None:
+                    gone[_named(fields, shape)] = row
             else:
                 row = dict(after)
-                moved = dict(headers or ()).get(OLD_KEY)
-                base = keyed.get(key) or (gone.get(moved) if moved else None) or {}
-                for name in env.get("unchanged_fields") or ():
-                    row[name] = base.get(name)
-                keyed[key] = row
+                name = _named(fields, shape)
+                base = keyed.get(name) or (gone.get(_named(old, shape)) if old else None) or {}
+                for column in env.get("unchanged_fields") or ():
+                    row[column] = base.get(column)
+                keyed[name] = row
         return [*keyed.values(), *bag]
 
     @staticmethod
@@ -438,7 +447,7 @@ class Multiset:
                 if value is None:
                     continue
                 where = f"topic {topic} partition {msg.partition()} offset {msg.offset()}"
-                env = self.decoder.envelope(value, where)
+                env = self.decoder.current(value, where)
                 yield commit_lsn(env), where, env
 
         streams = [decoded(records) for records in partitions.values()]
@@ -461,6 +470,18 @@ class Multiset:
                 self.rows[gone] -= 1
         if op in ("c", "r", "u"):
             self.rows[_row(env.get("after") or {})] += 1
+
+
+def _key_fields(deserialize: AvroDeserializer, topic: str, key: bytes) -> dict[str, Any]:
+    found = deserialize(key, SerializationContext(topic, MessageField.KEY))
+    assert isinstance(found, dict)
+    return found
+
+
+def _named(values: Mapping[str, Any], shape: tuple[str, ...]) -> str:
+    """A key by its columns' values (`shape`: the key's column names), whatever its
+    schema: how `consumer_rows` holds rows."""
+    return json.dumps([values.get(c) for c in shape], default=repr)
 
 
 def _row(row: Mapping[str, Any]) -> bytes:

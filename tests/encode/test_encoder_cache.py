@@ -1,6 +1,7 @@
 """EncoderCache's catalog facts for a table dropped before the stream reached its changes:
 those read for its previous Relation version (test_decoding/toast.sql's toasted_several,
-dropped right after a transaction that resends its Relation message)."""
+dropped right after a transaction that resends its Relation message), or, without one, the
+key its Relation message flags where that is exact (test_decoding/ddl.sql's spoolme)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ from bridge.schema import DEFAULT_OPTIONS, StaticCatalog
 from bridge.schema.table import TableDetails
 
 
-def _relation() -> Relation:
+def _relation(identity: str = "f", flags: tuple[int, int] = (1, 1)) -> Relation:
     """A new Relation version of one table (REPLICA IDENTITY FULL flags every column)."""
     return Relation(
         None,
         16450,
         "public",
         "toasted_several",
-        "f",
-        (Column(1, "id", 23, -1), Column(1, "k", 25, -1)),
+        identity,
+        (Column(flags[0], "id", 23, -1), Column(flags[1], "k", 25, -1)),
     )
 
 
@@ -76,5 +77,27 @@ def test_a_dropped_table_keeps_the_key_read_for_its_previous_version() -> None:
 
 
 def test_a_table_dropped_before_any_version_was_read_still_stops_the_bridge() -> None:
-    with pytest.raises(TableDroppedError, match="not found in pg_class"):
-        _cache({}).get(_relation())
+    """Where the Relation message does not say the key exactly: FULL flags every column, a
+    primary key of two columns is flagged in column order, not the key's index order."""
+    for identity in ("f", "d"):
+        with pytest.raises(TableDroppedError, match="not found in pg_class"):
+            _cache({}).get(_relation(identity))
+
+
+@pytest.mark.parametrize(
+    ("identity", "flags", "key"),
+    [
+        ("d", (0, 0), None),  # no primary key: no record key
+        ("n", (0, 0), None),
+        ("d", (0, 1), ["k"]),  # a primary key of one column
+        ("i", (1, 1), ["id", "k"]),  # an identity index's columns, in column order
+    ],
+)
+def test_a_table_dropped_before_any_version_was_read_is_keyed_by_its_relation_message(
+    identity: str, flags: tuple[int, int], key: list[str] | None
+) -> None:
+    """test_decoding/ddl.sql's spoolme, created and dropped in the transaction that
+    writes it: the catalog has nothing by the time the stream decodes it."""
+    _, encoder = _cache({}).get(_relation(identity, flags))
+    schema = encoder.table.key_schema
+    assert (None if schema is None else [f["name"] for f in schema["fields"]]) == key

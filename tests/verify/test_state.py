@@ -14,7 +14,7 @@ import pytest
 
 from bridge.errors import SchemaError
 from bridge.verify import scan
-from bridge.verify.state import Decoder, TopicState
+from bridge.verify.state import Decoder, TopicState, differing_columns
 
 KEY = {"type": "record", "name": "Key", "namespace": "t", "fields": [{"name": "id", "type": "int"}]}
 ROW = {
@@ -112,7 +112,7 @@ class Topic:
         op: str,
         i: int | None,
         lsn: int,
-        body: str | None = None,
+        body: str | int | None = None,
         unchanged: list[str] | None = None,
         old_key: int | None = None,
         at: int | None = None,
@@ -287,3 +287,115 @@ def test_long_keys_are_hashed_short_ones_kept() -> None:
     assert scan.ident(long) != scan.ident(long + b"y")
     assert len({scan.ident(bytes([n])) for n in range(256)}) == 256
     assert all(len(scan.ident(b"k" * n)) == scan.IDENT for n in range(1, 40))
+
+
+# Two versions of one table in one topic: `body` retyped string -> long (a value schema
+# Avro's resolution refuses), and the key moved from `id` to `body` (a key schema it
+# refuses: the new key's field has no default in the old one).
+RETYPED_ROW: dict[str, Any] = json.loads(json.dumps(ROW))
+RETYPED_ROW["fields"][1]["type"] = ["null", "long"]
+RETYPED_ENVELOPE = {
+    **ENVELOPE,
+    "fields": [
+        {"name": "before", "type": ["null", RETYPED_ROW], "default": None},
+        *ENVELOPE["fields"][1:],
+    ],
+}
+BODY_KEY = {**KEY, "fields": [{"name": "body", "type": "string"}]}
+SCHEMAS.update({4: RETYPED_ENVELOPE, 5: BODY_KEY})
+
+
+def test_a_column_retyped_since_differs_and_the_others_compare_by_name(topic: Topic) -> None:
+    """Records of `body` as a long, the table's current schema having it as a string: the
+    records are read with their own schema, `id` and `at` compare by name, and the old
+    `body` equals no value of the current type (PostgreSQL's rewritten row differs there,
+    as a consumer reading by column name holds the old one)."""
+    topic.add("c", 1, 10, 7, schema=4)  # body 7: a long
+    topic.add("c", 2, 11, "7")
+    topic.add("c", 3, 12, None, at=5, schema=4)  # a null fits any type
+    states = topic.states()  # on disk: read once
+    live = {i: s[scan.COLUMNS_AT :] for i, s in states.items()}
+    fields = topic.decoder.fields
+    assert differing_columns(fields, live[1], columns(1, "7")) == ["body"]
+    assert differing_columns(fields, live[1], columns(1, None)) == ["body"]
+    assert live[2] == columns(2, "7")
+    assert live[3] == columns(3, None, 5)
+    assert scan.flags_of(states[1]) & scan.NO_ROW
+
+
+class Rekeyed:
+    """A topic of the table whose key moved from `id` to `body`, folded as read (`add`) or
+    through entries (`entry`, `put`: how a topic of several partitions is folded)."""
+
+    def __init__(self, budget: str, entries: bool, directory: Path) -> None:
+        self.decoder = Decoder(BODY_KEY, ENVELOPE, lambda i: json.dumps(SCHEMAS[i]))
+        self.state = TopicState(
+            self.decoder,
+            POINT,
+            memory_limit=BUDGETS[budget],
+            expected=50,
+            directory=str(directory),
+        )
+        assert self.state.keys.on_disk == (budget == "disk")
+        self.entries = entries
+        self.offset = 0
+
+    def add(
+        self, op: str, key: bytes, lsn: int, row: dict[str, Any], old: bytes | None = None
+    ) -> None:
+        self.offset += 1
+        env = {
+            "before": row if op == "d" else None,
+            "after": None if op == "d" else row,
+            "source": {"lsn": lsn},
+            "op": op,
+            "unchanged_fields": ["at"] if old is not None else None,
+        }
+        headers: list[tuple[str, bytes | None]] | None = (
+            None if old is None else [("__debezium.oldkey", old)]
+        )
+        if not self.entries:
+            self.state.fold(0, self.offset, key, framed(2, env), headers)
+            return
+        found = self.state.entry(0, self.offset, key, framed(2, env), lambda: headers)
+        assert found is not None
+        self.state.put(found)
+
+    def live(self) -> dict[str, bytes]:
+        """The live keys (as JSON) and their column digests."""
+        store = self.state.keys
+        found = (
+            [kv for states, _ in store.partitioned() for kv in states.items()]
+            if store.on_disk
+            else list(store.states())
+        )
+        placed = self.state.placed
+        return {
+            self.decoder.show_key(placed.get(k) or scan.body_of(k) or b""): s[scan.COLUMNS_AT :]
+            for k, s in found
+            if scan.live(s)
+        }
+
+
+@pytest.mark.parametrize("entries", [False, True], ids=["add", "entry-put"])
+@pytest.mark.parametrize("budget", list(BUDGETS))
+def test_records_keyed_by_an_earlier_key_are_placed_at_their_rows_current_key(
+    budget: str, entries: bool, tmp_path: Path
+) -> None:
+    """The key moved from `id` to `body` (a new key subject's schema): records keyed by
+    `id` land at the current key of their row (`body`), a row whose `body` changes under
+    the old key moves there, and deletes and key changes under the new key find them: the
+    live state is PostgreSQL's one row, its unsent `at` carried over the key change."""
+    topic = Rekeyed(budget, entries, tmp_path)
+    topic.add("c", framed(1, {"id": 1}), 10, {"id": 1, "body": "x", "at": 3})
+    topic.add("c", framed(1, {"id": 2}), 11, {"id": 2, "body": "y", "at": None})
+    topic.add("u", framed(1, {"id": 1}), 12, {"id": 1, "body": "z", "at": 3})  # moves
+    # the primary key is `body` from here: PostgreSQL's old key is the new key's
+    topic.add("d", framed(5, {"body": "y"}), 20, {"id": None, "body": "y", "at": None})
+    topic.add("d", framed(5, {"body": "z"}), 21, {"id": None, "body": "z", "at": None})
+    old = framed(5, {"body": "z"})
+    topic.add("c", framed(5, {"body": "w"}), 21, {"id": 1, "body": "w", "at": None}, old)
+    row = io.BytesIO()
+    fastavro.schemaless_writer(row, fastavro.parse_schema(ROW), {"id": 1, "body": "w", "at": 3})
+    assert topic.live() == {'{"body": "w"}': topic.decoder.columns(row.getvalue())}
+    topic.state.close()
