@@ -261,6 +261,25 @@ def letter_id(table: str, lsn: int, commit_lsn: int, error: str) -> LetterId:
     return (table, lsn, commit_lsn, error)
 
 
+def parse_letter(value: bytes | None) -> dict[str, Any] | None:
+    """A dead letter (`OversizedPolicy.park`) from its record's value, its `commit_lsn`
+    filled in for a letter written before that field existed (an oversized row's: its
+    `lsn` was the commit's); None for a record that is no letter of the bridge's. What the
+    bridge's start (`tally`) and `bridge verify` (`bridge.verify.deadletters`) read."""
+    try:
+        letter = json.loads(value or b"")
+    except ValueError:
+        return None
+    if not (
+        isinstance(letter, dict)
+        and isinstance(letter.get("table"), str)
+        and isinstance(letter.get("lsn"), int)
+    ):
+        return None
+    letter.setdefault("commit_lsn", letter["lsn"])
+    return letter if isinstance(letter["commit_lsn"], int) else None
+
+
 def tally(values: Iterable[bytes | None], start_lsn: int) -> tuple[dict[str, int], set[LetterId]]:
     """The dead letters among `values`, by table, each counted once (a transaction sent
     again after a crash wrote its letters twice), and the ids of those whose transaction
@@ -270,13 +289,11 @@ def tally(values: Iterable[bytes | None], start_lsn: int) -> tuple[dict[str, int
     counts: dict[str, int] = {}
     pending: set[LetterId] = set()
     for value in values:
-        try:
-            letter = json.loads(value or b"")
-            table, lsn = letter["table"], letter["lsn"]
-            commit = letter.get("commit_lsn", lsn)  # before commit_lsn, lsn was the commit's
-            ident = letter_id(table, lsn, commit, str(letter.get("error", "")))
-        except (ValueError, TypeError, KeyError):
-            continue  # not a letter of the bridge's
+        letter = parse_letter(value)
+        if letter is None:
+            continue
+        table, commit = letter["table"], letter["commit_lsn"]
+        ident = letter_id(table, letter["lsn"], commit, str(letter.get("error", "")))
         if ident in seen:
             continue
         seen.add(ident)

@@ -15,13 +15,13 @@ functions). A key with several letters is explained by its newest.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bridge.config import Config
+from bridge.kafka.oversized import parse_letter
 from bridge.lsn import LSN
 from bridge.verify.state import Decoder
 from bridge.verify.topic import messages
@@ -63,14 +63,13 @@ def read_letters(
     out: dict[str, list[DeadLetter]] = {}
     foreign = 0
     for msg in messages(cfg, topic, timeout):
-        letter = _parsed(msg.value())
+        letter = parse_letter(msg.value())
         if letter is None:
             foreign += 1
             continue
         if letter["table"] not in tables:
             continue
-        # a letter of an oversized row written before commit_lsn existed: lsn was the commit's
-        commit = letter.get("commit_lsn", letter["lsn"])
+        commit = letter["commit_lsn"]
         if commit >= point:
             continue
         rows = tuple(r for r in (letter.get("before"), letter.get("after")) if isinstance(r, dict))
@@ -88,20 +87,6 @@ def read_letters(
     if foreign:
         log.warning("%d record(s) of %s are no letters of the bridge: left out", foreign, topic)
     return out
-
-
-def _parsed(value: bytes | None) -> dict[str, Any] | None:
-    try:
-        letter = json.loads(value or b"")
-    except ValueError:
-        return None
-    ok = (
-        isinstance(letter, dict)
-        and isinstance(letter.get("table"), str)
-        and isinstance(letter.get("lsn"), int)
-        and isinstance(letter.get("commit_lsn", 0), int)
-    )
-    return letter if ok else None
 
 
 class Explained:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.verify.deadletters import DeadLetter, Explained, _parsed
+from bridge.kafka.oversized import parse_letter
+from bridge.verify.deadletters import DeadLetter, Explained
 
 
 def _letter(lsn: int, **row: Any) -> DeadLetter:
@@ -23,7 +24,7 @@ def test_a_letter_names_its_key_by_the_key_columns_text_and_the_newest_wins() ->
 
 
 def test_records_that_are_no_letters_of_the_bridge_are_left_out() -> None:
-    assert _parsed(b'{"table": "public.t", "lsn": 5, "commit_lsn": 6}') is not None
-    assert _parsed(b'{"table": "public.t", "lsn": 5}') is not None  # an older oversized one
+    assert parse_letter(b'{"table": "public.t", "lsn": 5, "commit_lsn": 6}') is not None
+    assert parse_letter(b'{"table": "public.t", "lsn": 5}') is not None  # an older oversized one
     for value in (None, b"", b"not json", b"[1]", b'{"table": 1, "lsn": 5}', b'{"table": "t"}'):
-        assert _parsed(value) is None
+        assert parse_letter(value) is None
