@@ -218,7 +218,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
     )
     _closing(opened, "spill buffers", assembler.close)
-    registry = open_registry(cfg)
+    registry = open_registry(cfg, on_move=metrics.subject_moved)
     encoders = encoder_cache(cfg, source.catalog, registry, routing.topic, binary=src.binary)
     stream = ReplicationStream(source.rc, StatusTracker(src.status_interval_s, source.start_lsn))
     _closing(opened, "replication stream", stream.close)

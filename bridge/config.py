@@ -336,6 +336,14 @@ class KafkaConfig(_Section):
         return conf
 
 
+def subject_generation(subject: str, n: int) -> str:
+    """The subject a schema incompatible with `subject`'s n-1 earlier generations goes to
+    (`registry.on_incompatible: new_subject`): `subject` itself, then `<subject>-v2`, ...
+    The bridge registers there (`bridge.kafka.registry`), its Spark reader looks there
+    (`bridge.spark.registry`)."""
+    return subject if n == 1 else f"{subject}-v{n}"
+
+
 class RegistryConfig(_Section):
     """The Confluent-compatible schema registry that holds each table's key and value schemas."""
 
@@ -352,9 +360,10 @@ class RegistryConfig(_Section):
         None, description="CA certificate file for the registry's TLS certificate"
     )
     on_incompatible: Literal["stop", "new_subject"] = Field(
-        "stop",
-        description="a schema the registry refuses as incompatible: stop naming the columns, "
-        "or register it under <subject>-v2, -v3... (docs: concepts/schema-evolution)",
+        "new_subject",
+        description="a schema the registry refuses as incompatible: register it under "
+        "<subject>-v2, -v3... with one WARNING per move, or stop naming the columns "
+        "(docs: concepts/schema-evolution)",
     )
 
     def client_config(self) -> dict[str, Any]:

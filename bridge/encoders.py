@@ -145,7 +145,7 @@ class EncoderCache:
         strategy = self._registry.strategy
         subject = subject_name(strategy, topic, f"{table.namespace}.Envelope", False)
         missing = {n: c.missing for n, c in details.columns.items() if c.missing is not None}
-        defaults = carried_defaults(self._registry.latest(subject), table)
+        defaults = carried_defaults(self._registry.current(subject), table)
         if missing:
             keyless = self._table(*without_key(relation, details), keyed=False)
             defaults.update(missing_defaults(keyless, missing))

@@ -142,6 +142,8 @@ class Metrics:
         # in the first is degraded
         self.dead_lettered: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
+        # "schema.table" -> its schema's moves to a new subject (registry.on_incompatible)
+        self.subject_moves: dict[str, int] = {}
         self._resent: set[Hashable] = set()  # see letters_before
         self.slot_losses = 0  # slots found lost and replaced by a new one (bridge/slotstate.py)
         self.slot_gap_bytes = 0  # WAL bytes of changes the lost slots never delivered
@@ -217,6 +219,11 @@ class Metrics:
             return
         counts = self.dead_lettered if letter is not None else self.skipped
         counts[table] = counts.get(table, 0) + 1
+
+    def subject_moved(self, table: str) -> None:
+        """A schema of `table` the registry refused under its subject, registered under
+        the subject's next generation (`bridge.kafka.registry.Registry`)."""
+        self.subject_moves[table] = self.subject_moves.get(table, 0) + 1
 
     def degraded(self) -> str:
         """The tables whose changes were dead-lettered or skipped, for /readyz: the bridge
@@ -359,7 +366,7 @@ class BridgeCollector:
         if m.role is not None:
             f["active"].add_metric([], 1 if m.role == "active" else 0)
             f["takeovers"].add_metric([], m.takeovers)
-        _degraded(m, f)
+        _per_table(m, f)
         f["slot_losses"].add_metric([], m.slot_losses)
         f["slot_gap"].add_metric([], m.slot_gap_bytes)
         if m.tracker is not None:
@@ -414,6 +421,13 @@ class BridgeCollector:
                 "from the topic's letters at the start.",
                 labels=["table"],
             ),
+            "subject_moves": c(
+                "bridge_schema_subject_moves_total",
+                "Schema versions the registry refused as incompatible under a table's "
+                "subject and the bridge registered under the subject's next generation "
+                "(<subject>-v2, ...; registry.on_incompatible: new_subject), by table.",
+                labels=["table"],
+            ),
             "skipped": c(
                 "bridge_skipped_changes_total",
                 "Changes the bridge could not encode or register, skipped "
@@ -460,8 +474,11 @@ class BridgeCollector:
         }
 
 
-def _degraded(m: Metrics, f: dict[str, CounterMetricFamily | GaugeMetricFamily]) -> None:
-    """The per-table families of pipeline.on_error: dead-lettered, skipped, degraded."""
+def _per_table(m: Metrics, f: dict[str, CounterMetricFamily | GaugeMetricFamily]) -> None:
+    """The per-table families of pipeline.on_error (dead-lettered, skipped, degraded) and
+    of registry.on_incompatible (subject moves)."""
+    for name, moves in m.subject_moves.copy().items():
+        f["subject_moves"].add_metric([name], moves)
     dead, skipped = m.dead_lettered.copy(), m.skipped.copy()
     for name, count in dead.items():
         f["dead_lettered"].add_metric([name], count)

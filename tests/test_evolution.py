@@ -106,6 +106,9 @@ def test_registry_refusal_stops_before_the_refused_transaction(
 ) -> None:
     pg_conn.execute(CREATE)
     cfg = bridge_config(stack, pg_db, prefix=topic_prefix)
+    cfg = cfg.model_copy(  # the default moves to a new subject instead (test_evolution_compat)
+        update={"registry": cfg.registry.model_copy(update={"on_incompatible": "stop"})}
+    )
     slot = cfg.source.slot_name
     topic = f"{topic_prefix}.public.evo"
     subject = f"{topic}-value"

@@ -1,6 +1,7 @@
 """Which ALTER TABLEs give a schema the registry refuses under BACKWARD, and what the bridge
-does then: stop with an `IncompatibleSchemaError` naming the column and the setting, or, with
-`registry.on_incompatible: new_subject`, register under `<subject>-v2` and go on.
+does then: by default (`registry.on_incompatible: new_subject`) register under
+`<subject>-v2` and go on, with one WARNING per move; with `stop`, stop with an
+`IncompatibleSchemaError` naming the column and the setting.
 
 The probe builds each table version's schemas exactly as the bridge does (`EncoderCache` over
 the live catalog) and registers them in the stack's registry (BACKWARD); the list of
@@ -9,6 +10,7 @@ incompatible changes in docs/concepts/schema-evolution.md is this table.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -19,6 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from running import running
 from schema.live import Decoders, bridge_config, read_topic, unique
 
+from bridge.build import build_pipeline
 from bridge.decode.messages import Relation
 from bridge.encode.records import ChangeEncoder
 from bridge.encoders import EncoderCache, load_table_details
@@ -109,9 +112,8 @@ def test_which_alters_the_registry_refuses(
         client.set_compatibility(subject_name=f"{topic}-{kind}", level="BACKWARD")
     _encode(pg_conn, _cache(pg_conn, Registry(ConfluentClient({"url": registry_url})), topic), oid)
     pg_conn.execute(alter)
-    cache = _cache(
-        pg_conn, Registry(ConfluentClient({"url": registry_url})), topic
-    )  # a restarted bridge: nothing cached
+    stopping = Registry(ConfluentClient({"url": registry_url}), on_incompatible="stop")
+    cache = _cache(pg_conn, stopping, topic)  # a restarted bridge: nothing cached
     if refused is None:
         _encode(pg_conn, cache, oid)
         # no new version where the ALTER left the schema as it was (a varchar's length)
@@ -124,35 +126,37 @@ def test_which_alters_the_registry_refuses(
     assert f"subject '{topic}-{refused}'" in message
     assert "table public.t" in message and names in message
     assert "registry.on_incompatible: new_subject" in (caught.value.hint or "")
-    # With the setting, the same version goes to the subject's second generation.
-    moved = _cache(
-        pg_conn,
-        Registry(ConfluentClient({"url": registry_url}), on_incompatible="new_subject"),
-        topic,
-    )
+    assert client.get_versions(f"{topic}-{refused}") == [1]
+    # By default the same version goes to the subject's second generation.
+    moved = _cache(pg_conn, Registry(ConfluentClient({"url": registry_url})), topic)
     _encode(pg_conn, moved, oid)
     assert client.get_versions(f"{topic}-{refused}-v2") == [1]
     assert client.get_versions(f"{topic}-{refused}") == [1]
 
 
-def test_new_subject_setting_keeps_the_bridge_streaming(
-    stack: Any, pg_db: str, pg_conn: psycopg.Connection[Any], topic_prefix: str
+def test_by_default_a_refused_version_moves_to_a_new_subject_with_one_warning(
+    stack: Any,
+    pg_db: str,
+    pg_conn: psycopg.Connection[Any],
+    topic_prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     pg_conn.execute("CREATE TABLE evo (id int PRIMARY KEY, b text)")
     cfg = bridge_config(stack, pg_db, prefix=topic_prefix)
-    cfg = cfg.model_copy(
-        update={"registry": cfg.registry.model_copy(update={"on_incompatible": "new_subject"})}
-    )
+    assert cfg.registry.on_incompatible == "new_subject"
     topic = f"{topic_prefix}.public.evo"
     subject = f"{topic}-value"
     decoders = Decoders(cfg)
-    with running(cfg) as bridge:
+    caplog.set_level(logging.WARNING, logger="bridge.registry")
+    pipeline = build_pipeline(cfg)
+    with running(pipeline) as bridge:
         pg_conn.execute("INSERT INTO evo VALUES (1, 'one')")
         assert len(read_topic(cfg, topic, 1, alive=bridge.alive)) == 1
         decoders.client.set_compatibility(subject_name=subject, level="BACKWARD")
         pg_conn.execute("ALTER TABLE evo ALTER COLUMN b TYPE int USING length(b)")
         pg_conn.execute("INSERT INTO evo VALUES (2, 42)")
-        received = read_topic(cfg, topic, 2, alive=bridge.alive)
+        pg_conn.execute("INSERT INTO evo VALUES (3, 43)")
+        received = read_topic(cfg, topic, 3, alive=bridge.alive)
     assert decoders.client.get_versions(subject) == [1]
     assert decoders.client.get_versions(f"{subject}-v2") == [1]
     deserializer = AvroDeserializer(decoders.client)
@@ -160,4 +164,21 @@ def test_new_subject_setting_keeps_the_bridge_streaming(
     assert [deserializer(r.value, context)["after"] for r in received] == [
         {"id": 1, "b": "one"},
         {"id": 2, "b": 42},
+        {"id": 3, "b": 43},
     ]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "bridge.registry"]
+    assert "table public.evo (column b: text (string) -> int4 (int))" in warning
+    assert f"under subject {subject!r} was refused" in warning
+    assert f"registered under the new subject '{subject}-v2'" in warning
+    assert "looks schemas up by subject" in warning
+    assert pipeline.metrics.subject_moves == {"public.evo": 1}
+
+    # A restart registers the version again where it is: no new move, no warning.
+    caplog.clear()
+    restarted = build_pipeline(cfg)
+    with running(restarted) as bridge:
+        pg_conn.execute("INSERT INTO evo VALUES (4, 44)")
+        assert len(read_topic(cfg, topic, 4, alive=bridge.alive)) == 4
+    assert decoders.client.get_versions(f"{subject}-v2") == [1]
+    assert not [r for r in caplog.records if r.name == "bridge.registry"]
+    assert restarted.metrics.subject_moves == {}

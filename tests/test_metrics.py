@@ -102,6 +102,8 @@ def busy_metrics() -> Metrics:
     m.commits.committed(200, 0)
     m.confirmed(200)
     m.watch(FakeTracker(), FakeProducer(), FakeSnapshot())
+    m.subject_moved("public.t")
+    m.subject_moved("public.t")
     return m
 
 
@@ -132,6 +134,7 @@ def test_exposition_of_every_bridge_metric() -> None:
     assert source_lag is not None and source_lag > 0  # committed at 2000-01-01
     assert "process_cpu_seconds_total" in text  # process metrics come along
     assert value(text, "bridge_slot_lost_total") == 0  # exported before any loss
+    assert value(text, "bridge_schema_subject_moves_total", table="public.t") == 2
 
 
 def test_metric_types_follow_prometheus_conventions() -> None:
@@ -147,6 +150,7 @@ def test_metric_types_follow_prometheus_conventions() -> None:
         "bridge_takeovers",
         "bridge_dead_lettered",
         "bridge_skipped_changes",
+        "bridge_schema_subject_moves",
     }
     for name, kind in bridge.items():
         assert (kind == "counter") == (name in counters), name

@@ -48,12 +48,16 @@ def test_a_registration_that_lost_a_race_for_a_new_subject_is_tried_again() -> N
 def test_a_refused_schema_is_not_tried_again() -> None:
     client = Client(REFUSED)
     with pytest.raises(IncompatibleSchemaError, match="Incompatible schema"):
-        Registry(client).register("p.public.t-value", SCHEMA, table="public.t")
+        Registry(client, on_incompatible="stop").register(
+            "p.public.t-value", SCHEMA, table="public.t"
+        )
     assert client.registered == ["p.public.t-value"]
 
 
 def test_a_race_lost_twice_is_an_error_not_a_loop() -> None:
     client = Client(RACE, RACE)
     with pytest.raises(IncompatibleSchemaError, match="already exists"):
-        Registry(client).register("p.public.t-value", SCHEMA, table="public.t")
+        Registry(client, on_incompatible="stop").register(
+            "p.public.t-value", SCHEMA, table="public.t"
+        )
     assert len(client.registered) == 2

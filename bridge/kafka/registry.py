@@ -1,27 +1,31 @@
 """Schema registration: one registry round trip per new schema version, then cached.
 
 Subjects follow Confluent's naming strategies; `topic` (`<topic>-key`,
-`<topic>-value`) is the default, as with Debezium.
+`<topic>-value`) is the default, as with Debezium. Each subject may have generations
+(`<subject>-v2`, ...: below); the newest is found by looking the next one up (one round
+trip more per subject, then cached).
 
 A version the registry refuses as incompatible with its subject (the stack runs BACKWARD),
 or one that changes a decimal's scale (which the registry accepts though reader-schema
-consumers would misread older values), stops the bridge with an `IncompatibleSchemaError`
-naming the columns that changed, unless
-`registry.on_incompatible: new_subject` says to register it under the subject's next
-generation, `<subject>-v2`, `-v3`... (records carry their schema id, so deserializers read
-them whatever the subject; a consumer that looks schemas up by subject must follow). Nothing
-moves to a new subject silently.
+consumers would misread older values), is registered under the subject's next generation,
+`<subject>-v2`, `-v3`... (`registry.on_incompatible: new_subject`, the default: the ALTER is
+a valid PostgreSQL change, and records carry their schema id, so deserializers read them
+whatever the subject; a consumer that looks schemas up by subject must follow). Nothing
+moves to a new subject silently: each move is one WARNING naming the table, the columns
+that changed and both subjects, and counted (`on_move`). `registry.on_incompatible: stop`
+stops the bridge instead, with an `IncompatibleSchemaError` naming the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, Protocol
 
-from bridge.config import Config
+from bridge.config import Config, subject_generation
 from bridge.errors import IncompatibleSchemaError, RegistryHTTPError, SchemaError
 
 if TYPE_CHECKING:
@@ -31,6 +35,7 @@ Strategy = Literal["topic", "record", "topic_record"]
 OnIncompatible = Literal["stop", "new_subject"]
 _MAX_GENERATIONS: Final = 1000  # <subject>-v2 ... : a bound, not a limit anyone reaches
 _RESCALED: Final = "the bridge (the registry would accept it, and consumers misread old values)"
+log: Final = logging.getLogger("bridge.registry")
 
 
 def subject_name(strategy: Strategy, topic: str, record_fullname: str, is_key: bool) -> str:
@@ -43,11 +48,6 @@ def subject_name(strategy: Strategy, topic: str, record_fullname: str, is_key: b
 
 def fingerprint(schema: dict[str, Any] | list[Any]) -> str:
     return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()
-
-
-def generation(subject: str, n: int) -> str:
-    """The subject a schema incompatible with `subject`'s n-1 earlier generations goes to."""
-    return subject if n == 1 else f"{subject}-v{n}"
 
 
 class RegistryClient(Protocol):
@@ -80,12 +80,16 @@ class Registry:
         self,
         client: RegistryClient,
         strategy: Strategy = "topic",
-        on_incompatible: OnIncompatible = "stop",
+        on_incompatible: OnIncompatible = "new_subject",
         known: KnownSchemas | None = None,
+        on_move: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_move(table)`: called for each move of a table's schema to a new subject
+        (`Metrics.subject_moved`)."""
         self.client = client
         self.strategy = strategy
         self.on_incompatible: OnIncompatible = on_incompatible
+        self._on_move = on_move
         self._ids: dict[tuple[str, str], int] = {} if known is None else dict(known.ids)
         # subject -> the schema this process registered last (or the registry's latest)
         self._latest: dict[str, dict[str, Any] | None] = {} if known is None else dict(known.latest)
@@ -111,6 +115,21 @@ class Registry:
                 self._latest[subject] = json.loads(found)
         return self._latest[subject]
 
+    def newest(self, subject: str) -> int:
+        """The subject's newest generation (`subject_generation`): 1, or n where `<subject>-vn`
+        exists and the next does not. A new version is tried there first, never in an
+        older one: generations only go forward, so a consumer that follows subjects
+        follows the newest (a retype reverted is a move again, not a silent return)."""
+        n = 1
+        while n < _MAX_GENERATIONS - 1 and self.latest(subject_generation(subject, n + 1)):
+            n += 1
+        return n
+
+    def current(self, subject: str) -> dict[str, Any] | None:
+        """The newest schema of the subject's newest generation (None for a new subject):
+        the version a table's next one follows (its carried defaults)."""
+        return self.latest(subject_generation(subject, self.newest(subject)))
+
     def register(self, subject: str, schema: dict[str, Any] | list[Any], *, table: str) -> int:
         """The id of `schema` under `subject` (a record, or a union such as an outbox
         event's `["null", T]`: the rescaling check applies to records only)."""
@@ -118,37 +137,67 @@ class Registry:
         found = self._ids.get(key)
         if found is not None:
             return found
-        for n in range(1, _MAX_GENERATIONS):
-            target = generation(subject, n)
+        refused: str | None = None  # why the generation before `target` refused it
+        for n in range(self.newest(subject), _MAX_GENERATIONS):
+            target = subject_generation(subject, n)
             previous = self.latest(target)
-            rescaled = (
-                rescaled_columns(previous, schema)
-                if isinstance(previous, dict) and isinstance(schema, dict)
-                else []
-            )
-            if rescaled:
-                if self.on_incompatible == "stop":
-                    raise self._incompatible(target, schema, table, _RESCALED, rescaled)
+            outcome = self._try(target, previous, schema, table)
+            if isinstance(outcome, str):
+                refused = outcome
                 continue
-            try:
-                schema_id = self._register(target, json.dumps(schema))
-            except RegistryHTTPError as exc:
-                if exc.status != 409:
-                    raise _registry_error(f"table {table}, subject {target!r}", exc) from None
-                if self.on_incompatible == "stop":
-                    raise self._incompatible(
-                        target, schema, table, f"the registry: {exc.detail}"
-                    ) from None
-                continue
-            except Exception as exc:
-                raise _unreachable(f"while registering {target!r}", exc) from None
+            if refused is not None and previous is None:
+                self._moved(table, refused, subject_generation(subject, n - 1), target)
             if isinstance(schema, dict):
                 self._latest[target] = schema
             else:
                 self._latest.pop(target, None)  # read again when asked
-            self._ids[key] = schema_id
-            return schema_id
+            self._ids[key] = outcome
+            return outcome
         raise SchemaError(f"subject {subject!r}: {_MAX_GENERATIONS} generations refused")
+
+    def _try(
+        self,
+        target: str,
+        previous: dict[str, Any] | None,
+        schema: dict[str, Any] | list[Any],
+        table: str,
+    ) -> int | str:
+        """The id of `schema` registered under `target` (whose newest is `previous`), or
+        why it was refused there; under `stop` the refusal is raised."""
+        rescaled = _rescaled(previous, schema)
+        if rescaled:
+            refused = self._refusal(target, schema, table, _RESCALED, rescaled)
+        else:
+            try:
+                return self._register(target, json.dumps(schema))
+            except RegistryHTTPError as exc:
+                if exc.status != 409:
+                    raise _registry_error(f"table {table}, subject {target!r}", exc) from None
+                refused = self._refusal(target, schema, table, f"the registry: {exc.detail}")
+            except Exception as exc:
+                raise _unreachable(f"while registering {target!r}", exc) from None
+        if self.on_incompatible == "stop":
+            raise self._incompatible(target, refused)
+        return refused
+
+    def _moved(self, table: str, refused: str, old: str, new: str) -> None:
+        """The one WARNING of a move to a new subject (it created `new`), and its count. A
+        schema registered again in a generation that existed already (a restart replaying
+        the move) is no new move."""
+        log.warning(
+            "%s; registered under the new subject %r instead (registry.on_incompatible: "
+            "new_subject). Records carry their schema id: deserializers that read by id "
+            "read old and new records alike. A consumer that looks schemas up by subject "
+            "must read %r for the records written from now on and keep %r for the older "
+            "ones; set registry.on_incompatible: stop to stop the bridge on such a change "
+            "instead",
+            refused,
+            new,
+            new,
+            old,
+        )
+        if self._on_move is not None:
+            self._on_move(table)
 
     def _register(self, subject: str, schema: str) -> int:
         """Register `schema` under `subject`, once more if the registry refused it for a
@@ -163,14 +212,16 @@ class Registry:
                 raise
         return self.client.register_schema(subject, schema)
 
-    def _incompatible(
+    def _refusal(
         self,
         subject: str,
         schema: dict[str, Any] | list[Any],
         table: str,
         by: str,
         changes: list[str] | None = None,
-    ) -> IncompatibleSchemaError:
+    ) -> str:
+        """What was refused, the columns that changed named: the error's message under
+        `stop`, the move's warning under `new_subject`."""
         old = self.latest(subject)
         if changes is None:
             changes = (
@@ -179,14 +230,25 @@ class Registry:
                 else []
             )
         what = f" ({'; '.join(changes)})" if changes else ""
-        return IncompatibleSchemaError(
+        return (
             f"the new schema of table {table}{what} under subject {subject!r} was refused "
-            f"as incompatible: by {by}",
+            f"as incompatible: by {by}"
+        )
+
+    @staticmethod
+    def _incompatible(subject: str, refusal: str) -> IncompatibleSchemaError:
+        return IncompatibleSchemaError(
+            refusal,
             hint="nothing past the last delivered transaction was acknowledged; revert the "
             "ALTER, relax the subject's compatibility level or migrate the consumers, or set "
             "registry.on_incompatible: new_subject to register it under a new subject "
-            f"({generation(subject, 2)!r}), then restart",
+            f"({subject_generation(subject, 2)!r}), then restart",
         )
+
+
+def _rescaled(old: dict[str, Any] | None, new: dict[str, Any] | list[Any]) -> list[str]:
+    """`rescaled_columns` of two records, none for a union or a new subject."""
+    return rescaled_columns(old, new) if isinstance(old, dict) and isinstance(new, dict) else []
 
 
 def rescaled_columns(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -307,12 +369,18 @@ def _statuses() -> Iterator[None]:
         raise RegistryHTTPError(exc.http_status_code, str(exc.error_message)) from None
 
 
-def open_registry(cfg: Config, known: KnownSchemas | None = None) -> Registry:
+def open_registry(
+    cfg: Config,
+    known: KnownSchemas | None = None,
+    on_move: Callable[[str], None] | None = None,
+) -> Registry:
     """The registry client as configured (the stream and the snapshot readers share this),
-    answering `known` schemas (`Registry.known`) without a round trip."""
+    answering `known` schemas (`Registry.known`) without a round trip; `on_move` as
+    `Registry`'s."""
     return Registry(
         ConfluentClient(cfg.registry.client_config()),
         cfg.avro.subject_strategy,
         cfg.registry.on_incompatible,
         known,
+        on_move,
     )

@@ -37,7 +37,7 @@ class _Registry:
     def __init__(self) -> None:
         self.subjects: list[str] = []
 
-    def latest(self, subject: str) -> dict[str, Any] | None:
+    def current(self, subject: str) -> dict[str, Any] | None:
         return None
 
     def register(self, subject: str, schema: Any, *, table: str) -> int:

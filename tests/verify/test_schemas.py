@@ -32,6 +32,7 @@ SCHEMA: dict[str, Any] = {
 TEXT = json.dumps(SCHEMA)
 SUBJECT = "p.public.t-value"
 LATEST = f"/subjects/{SUBJECT}/versions/latest"
+NEXT = f"/subjects/{SUBJECT}-v2/versions/latest"  # its next generation: asked first
 LOOKUP = f"/subjects/{SUBJECT}?normalize=false&deleted=false"
 NOT_FOUND = (404, {"error_code": 40401, "message": f"Subject '{SUBJECT}' not found."})
 
@@ -107,6 +108,7 @@ def test_a_registered_schema_is_looked_up_with_basic_auth_never_registered(
     assert Registry(lookups).register(SUBJECT, SCHEMA, table="public.t") == 7
     auth = "Basic cmVhZGVyOnNlY3JldA=="  # base64 of reader:secret
     assert registry.asked == [
+        ("GET", NEXT, auth, None),
         ("GET", LATEST, auth, None),
         ("POST", LOOKUP, auth, {"schema": TEXT, "schemaType": "AVRO", "references": []}),
     ]
@@ -118,7 +120,25 @@ def test_a_schema_not_registered_gets_a_local_id_and_its_text(registry: Answers)
     found = Registry(lookups).register(SUBJECT, SCHEMA, table="public.t")
     assert is_local(found)
     assert json.loads(lookups.text(found)) == SCHEMA
-    assert [(m, p) for m, p, _, _ in registry.asked] == [("GET", LATEST), ("POST", LOOKUP)]
+    assert [(m, p) for m, p, _, _ in registry.asked] == [
+        ("GET", NEXT),
+        ("GET", LATEST),
+        ("POST", LOOKUP),
+    ]
+
+
+def test_a_schema_moved_to_a_new_subject_is_looked_up_there(registry: Answers) -> None:
+    """The bridge registered the table's schema under the value subject's next generation
+    (the registry refused it under the first): verify looks it up there."""
+    moved = f"/subjects/{SUBJECT}-v2?normalize=false&deleted=false"
+    registry.answer("GET", NEXT, (200, {"id": 9, "version": 1, "schema": TEXT}))
+    registry.answer("POST", moved, (200, {"id": 9, "version": 1, "subject": f"{SUBJECT}-v2"}))
+    assert Registry(Lookups({"url": registry.url})).register(SUBJECT, SCHEMA, table="t") == 9
+    assert [(m, p) for m, p, _, _ in registry.asked] == [
+        ("GET", NEXT),
+        ("GET", f"/subjects/{SUBJECT}-v3/versions/latest"),
+        ("POST", moved),
+    ]
 
 
 def test_a_schema_by_id_is_fetched_once(registry: Answers) -> None:
@@ -227,6 +247,6 @@ def test_verify_never_imports_the_registry_client_nor_what_it_does_not_need(
     loaded = done.stdout.split()
     assert "bridge.verify.command" in loaded
     assert "bridge.verify.schemas" in loaded
-    assert len(registry.asked) == 3  # the look-ups went through the loaded code
+    assert len(registry.asked) == 4  # the look-ups went through the loaded code
     found = [m for m in loaded if m.split(".")[0] in _NOT_LOADED or m.startswith(_NOT_LOADED)]
     assert found == [], found
