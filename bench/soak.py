@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -34,9 +35,11 @@ def main() -> int:
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     print(f"soak seed {seed}, {args.minutes:g} minutes", flush=True)
-    with tempfile.TemporaryDirectory(prefix="pgkb-soak-") as scratch:
-        Path(scratch).chmod(0o755)
-        with soak_environment(Path(scratch)) as env:
+    # Kept when the run fails (the bridge's log, the records read): removed only on success.
+    scratch = Path(tempfile.mkdtemp(prefix="pgkb-soak-"))
+    scratch.chmod(0o755)
+    try:
+        with soak_environment(scratch) as env:
             report = run_soak(
                 env,
                 seed,
@@ -45,15 +48,23 @@ def main() -> int:
                 mean_gap_s=args.mean_gap,
                 drain_timeout_s=1800,
             )
+    except BaseException:
+        print(f"\nFAILED; replay with: {_replay(args, seed)}\nkept: {scratch}", flush=True)
+        raise
     print("\n" + report.table())
     s = report.summary
     found = (s.lost, s.phantom, s.bad_duplicates, s.out_of_order, report.state_mismatches)
     clean = not any(found)
     if not clean:
-        mode = " --exactly-once" if args.exactly_once else ""
-        replay = f"python bench/soak.py --seed {seed} --minutes {args.minutes:g}{mode}"
-        print(f"\nFAILED; replay with: {replay}")
-    return 0 if clean else 1
+        print(f"\nFAILED; replay with: {_replay(args, seed)}\nkept: {scratch}")
+        return 1
+    shutil.rmtree(scratch)
+    return 0
+
+
+def _replay(args: argparse.Namespace, seed: int) -> str:
+    mode = " --exactly-once" if args.exactly_once else ""
+    return f"python bench/soak.py --seed {seed} --minutes {args.minutes:g}{mode}"
 
 
 if __name__ == "__main__":

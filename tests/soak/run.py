@@ -289,7 +289,8 @@ def run_soak(
         wal.stop()
         monitor.stop()
         reader.close()
-    chaos.print_timeline(seed)
+        # Also when the run failed: the timeline and the seed are what reproduces it.
+        chaos.print_timeline(seed)
     _dump(env.workdir / f"records-{seed}.tsv", reader.records, chaos.t0_ms)
     faults = [
         Fault(h.t_ms, _acked_around(monitor, h.t_ms), h.kind)
