@@ -39,7 +39,8 @@ from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.outbox import OutboxRouter
 from bridge.pipeline import Parts, Pipeline
-from bridge.plugins import Plugin, open_plugin
+from bridge.plugins import Pgoutput, Plugin, open_plugin
+from bridge.renames import ANNOUNCED_FROM, CatalogRenames
 from bridge.reselect import ToastReselect
 from bridge.routing import Routing
 from bridge.slotstate import PositionRecorder, guard
@@ -172,6 +173,12 @@ class _Source:
         self.rc = libpq.ReplicationConnection(replication)
         version = slots.check_prerequisites(self.rc)
         self.plugin: Plugin = open_plugin(cfg, version, self.catalog)
+        # pgoutput before 16 sends no new name after ALTER SCHEMA ... RENAME
+        self.renames = (
+            CatalogRenames(self.catalog, src.slot_name, version)
+            if isinstance(self.plugin, Pgoutput) and version < ANNOUNCED_FROM
+            else None
+        )
         slot_guard = guard(cfg, self.rc, self.catalog, metrics)  # a lost slot: fail or resnapshot
         failover.prepare(self.rc, cfg, version)
         self.state = slot_guard.state
@@ -216,6 +223,7 @@ def _parts(cfg: Config, metrics: Metrics, opened: ExitStack) -> Parts:
         decode_streamed=source.plugin.decode_streamed,
         spill_dir=cfg.pipeline.spill_dir / src.slot_name,
         memory_limit_bytes=cfg.pipeline.memory_limit_mb << 20,
+        resolve_renamed=source.renames,
     )
     _closing(opened, "spill buffers", assembler.close)
     registry = open_registry(cfg, on_move=metrics.subject_moved)

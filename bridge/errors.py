@@ -123,6 +123,26 @@ class TableDroppedError(SchemaError):
     changes (the changes committed before the DROP are still in the stream)."""
 
 
+class RenamedRelationError(SourceError):
+    """A change of a relation whose name, as of that change, the bridge cannot know: another
+    relation was described with the name it had, and PostgreSQL sent no new description of
+    it (pgoutput before PostgreSQL 16 does not announce ALTER SCHEMA ... RENAME, upstream
+    commit cd4b2334db49), and the catalog cannot show that its name now is the one it had
+    at that change (renamed again or dropped since, or renamed by a transaction the bridge
+    cannot place before the change). Never guessed: the bridge stops before acknowledging
+    the transaction, so the change lands in no table's topic by mistake."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message,
+            hint="nothing past the last good transaction was acknowledged. Restart the "
+            "bridge: a new replication connection makes PostgreSQL describe each relation "
+            "again, as of its next change, so once the slot's position passes the rename "
+            "this does not recur; if it recurs at the same LSN, see 'Renamed schemas and "
+            "tables' in docs/concepts/filters-and-routing.md",
+        )
+
+
 class DeliveryError(BridgeError):
     """Kafka did not accept a record after the client's own retries."""
 

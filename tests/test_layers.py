@@ -69,6 +69,7 @@ _MODULES = {
             # kafka, as it also reads and drops the slot on the replication connection
             "slotstate",
             "reselect",  # avro.toast_reselect: a SELECT completing a decoded change
+            "renames",  # a relation's name PostgreSQL 15 did not send: catalog SQL
             "standby",  # ha.enabled: the slot's lease, standing by, taking over
             "cli",
             "debezium_import",  # bridge import-debezium: connector properties -> Config

@@ -66,7 +66,7 @@ from bridge.decode.messages import (
 )
 from bridge.errors import ProtocolError, StreamSequenceError
 from bridge.events.model import Event, LogicalMessageEvent
-from bridge.events.relations import CachedRelation, RelationCache, describe
+from bridge.events.relations import CachedRelation, RelationCache, RenameResolver, describe
 from bridge.events.spill import SpillBuffer, SpillPool
 from bridge.events.transaction import Lookup, TxState
 
@@ -104,9 +104,9 @@ class _Overlay:
         self._cache = cache
         self._local = {relid: entry for relid, entry in base.items() if entry is not None}
 
-    def entry(self, relid: int, message_type: str) -> CachedRelation:
+    def entry(self, relid: int, message_type: str, lsn: int) -> CachedRelation:
         local = self._local.get(relid)
-        return local if local is not None else self._cache.entry(relid, message_type)
+        return local if local is not None else self._cache.entry(relid, message_type, lsn)
 
     def put(self, relation: Relation) -> None:
         self._local[relation.oid] = describe(relation)
@@ -120,6 +120,8 @@ class EventAssembler:
     one). `feed` returns an iterable that must be consumed before the next `feed`: for
     a released transaction it replays lazily from memory and disk. An Origin message
     after a transaction's first change is ignored (plugins send it right after Begin).
+    `resolve_renamed`: the name of a relation another one was described with since
+    (`bridge.events.relations`), for the servers that do not describe it again.
     """
 
     def __init__(
@@ -129,10 +131,11 @@ class EventAssembler:
         decode_streamed: Decode,
         spill_dir: str | os.PathLike[str],
         memory_limit_bytes: int,
+        resolve_renamed: RenameResolver | None = None,
     ) -> None:
         self._decode = decode
         self._decode_streamed = decode_streamed
-        self.relations = RelationCache()
+        self.relations = RelationCache(resolve_renamed)
         self._entry = self.relations.entry  # bound once: looked up per row
         self.pool = SpillPool(spill_dir, memory_limit_bytes)
         self.last_commit_end_lsn: int | None = None
@@ -204,6 +207,7 @@ class EventAssembler:
     def _begin(self, msg: Begin, raw: bytes) -> Iterable[Event]:
         self._require_idle("B")
         self._tx = TxState(msg.xid, msg.final_lsn, msg.commit_ts, None)
+        self.relations.at(msg.xid, msg.final_lsn)
         return _NOTHING
 
     def _commit(self, msg: Commit, raw: bytes) -> Iterable[Event]:
@@ -328,6 +332,7 @@ class EventAssembler:
         pending.gid = msg.gid
         pending.prepare_lsn = msg.prepare_lsn
         self._sink = pending
+        self.relations.at(msg.xid, None)  # its Relation messages apply now, undecided
         return _NOTHING
 
     def _prepare(self, msg: Prepare, raw: bytes) -> Iterable[Event]:
@@ -381,6 +386,7 @@ class EventAssembler:
         tx = TxState(xid, commit_lsn, commit_ts, pending.origin)
         yield tx.begin()
         relations = self.relations
+        relations.at(xid, commit_lsn)
         lookup: Lookup
         remember: Callable[[Relation], None]
         if pending.streamed:

@@ -27,8 +27,9 @@ from bridge.events.model import (
 )
 from bridge.events.relations import CachedRelation
 
-# (relid, message type letter) -> the relation current at that point of the stream.
-Lookup = Callable[[int, str], CachedRelation]
+# (relid, message type letter, the row's LSN) -> the relation current at that point of the
+# stream.
+Lookup = Callable[[int, str, int], CachedRelation]
 # Final aliases: statics once compiled, not module-dict lookups per transaction.
 _TX_BEGIN: Final = TxBegin
 _TX_COMMIT: Final = TxCommit
@@ -81,21 +82,21 @@ class TxState:
         """The events of one row-level message at WAL position `lsn`; other message
         kinds are out of place."""
         if isinstance(msg, Insert):
-            relation, name = lookup(msg.relid, "I")
+            relation, name = lookup(msg.relid, "I", lsn)
             ordinal = self._next(name)
             return (Change(OP_CREATE, relation, "", None, msg.new, ordinal, (), 0, None, lsn),)
         if isinstance(msg, Update):
-            relation, name = lookup(msg.relid, "U")
+            relation, name = lookup(msg.relid, "U", lsn)
             ordinal = self._next(name)
             old_kind, old = msg.old_kind, msg.old
             return (Change(OP_UPDATE, relation, old_kind, old, msg.new, ordinal, (), 0, None, lsn),)
         if isinstance(msg, Delete):
-            relation, name = lookup(msg.relid, "D")
+            relation, name = lookup(msg.relid, "D", lsn)
             ordinal = self._next(name)
             old_kind, old = msg.old_kind, msg.old
             return (Change(OP_DELETE, relation, old_kind, old, None, ordinal, (), 0, None, lsn),)
         if isinstance(msg, Truncate):
-            cached = [lookup(relid, "T") for relid in msg.relids]
+            cached = [lookup(relid, "T", lsn) for relid in msg.relids]
             relations = tuple(entry.relation for entry in cached)
             options = msg.options
             at = self._next
