@@ -34,14 +34,7 @@ pytestmark = pytest.mark.conformance
 # Mismatches the suite found that are not fixed yet: bugs of the bridge, listed in
 # tests/conformance/README.md ("Open bugs"), each run and expected to fail (strictly: a
 # fix makes the test fail until its entry goes) on the servers named, until fixed.
-OPEN_BUGS: Final[dict[str, tuple[tuple[int, ...], str]]] = {
-    "subscription/100_bugs": (
-        (15,),
-        "a row inserted into sch2.t1 right after ALTER SCHEMA sch1 RENAME TO sch2 (in the "
-        "same transaction) lands in sch1.t1's topic: PostgreSQL 15 names the relation by "
-        "its old schema in the Relation message, 18 by the new one",
-    ),
-}
+OPEN_BUGS: Final[dict[str, tuple[tuple[int, ...], str]]] = {}
 
 
 class Run(NamedTuple):
