@@ -33,10 +33,17 @@ of the old key, to the old key's partition, where the new key lives on from then
 `limit` is the budget of the whole process over 64 MiB of interpreter, libraries and
 clients: what the process holds beyond that when the store is made (read from
 /proc/self/statm) is taken off it, and Kafka's fetch queues and the write buffers too.
+A limit too small for that still gets an eighth of it for the states (`budget`): the
+process is then at its fixed term, ~60 MiB before it reads anything, and a partition's
+states in memory add to it. Once the topic is read, the memory its consumers freed is
+given back to the system (`give_back`): librdkafka's threads allocate in malloc arenas
+of their own, which glibc keeps for the process (~4 MiB at `--memory-limit-mb 16`), and
+the comparison's allocations, in the main arena, would otherwise add to them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import tempfile
@@ -59,7 +66,7 @@ RESERVE: Final = 24 * MB
 # measured by bench/verify.py's `state_sizes`.
 ENTRY_OVERHEAD: Final = 200
 MAX_PARTITIONS: Final = 1024
-_CHUNK: Final = 1 * MB  # bytes read from a partition file at a time
+_CHUNK: Final = 256 * 1024  # bytes read from a partition file at a time
 _FEWEST: Final = 8
 # a PostgreSQL row's entry: row digest, row number, where its key texts are and their size
 PG_FIXED: Final = 28
@@ -88,10 +95,19 @@ def resident() -> int:
 
 
 def budget(limit: int) -> int:
-    """The bytes the states may take under `limit` (module docstring): at least a quarter
+    """The bytes the states may take under `limit` (module docstring): at least an eighth
     of it, for limits too small to hold the process itself."""
     left = limit + BASE - resident() - RESERVE
-    return max(left, limit // 4, 1)
+    return max(left, limit // 8, 1)
+
+
+def give_back() -> None:
+    """Return the memory malloc holds free to the system (glibc's `malloc_trim`: the free
+    pages of every arena, the threads' too; module docstring). Nothing where the C
+    library has no such call."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own symbols
+    if trim is not None:
+        trim(0)
 
 
 def _remove(directory: str) -> None:

@@ -7,14 +7,18 @@ is folded as it is read, with no merge). `bridge.verify.run` folds a table's top
 the verification point, `bridge.verify.repair` reads on from there (what changed
 meanwhile), `bridge.verify.distributed` takes the end offsets it pins.
 
-The consumers' fetch queues are bounded (`_FETCH_QUEUE`, shared by the partitions'
-consumers): librdkafka's default lets each consumer queue 64 MiB ahead of a fold that is
-slower than the network, which the memory budget (`--memory-limit-mb`) would not see.
-So is what one fetch brings of a partition (`_PARTITION_FETCH`): librdkafka holds a
-fetched batch decompressed and one queued operation per record until the fold has taken
-them, 10 MiB of verify's peak at its default of 1 MiB per partition (bench/README.md,
-verify); a quarter of it keeps the fold fed from a broker on the network as well (a
-batch larger than it is still fetched whole).
+The consumers' fetch queues are bounded by the memory budget (`queue_kib`: an eighth of
+`--memory-limit-mb`, at most `_FETCH_QUEUE`, shared by the partitions' consumers), and
+so is how many records each keeps fetched ahead of the fold (`_AHEAD` at the full
+queue, in proportion below it, at least two batches): librdkafka holds a fetched batch
+decompressed and one queued operation per record, in its broker thread's malloc arena,
+until the fold has taken them, and glibc keeps that arena's memory for the process
+after the read unless it is given back, as `read_topic` does once its consumers are
+closed (`bridge.verify.store.give_back`). So is what one fetch brings of a partition
+bounded (`_PARTITION_FETCH`, a quarter of librdkafka's 1 MiB default; a batch larger
+than it is still fetched whole). The default limit keeps the full queue and 10,000
+records ahead: fewer cost the fold CPU per record and wall time waiting for fetches
+(bench/README.md, verify).
 """
 
 from __future__ import annotations
@@ -30,16 +34,27 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from bridge.config import Config
 from bridge.errors import VerifyError
 from bridge.verify.state import Entry, TopicState
+from bridge.verify.store import give_back
 
 _BATCH: Final = 500
-_FETCH_QUEUE: Final = 16 * 1024  # KiB of fetched records queued, shared by the consumers
+_FETCH_QUEUE: Final = 16 * 1024  # KiB of fetched records queued at most, shared by the consumers
+_LEAST_QUEUE: Final = 512  # KiB a consumer may queue, however small the budget
+_AHEAD: Final = 10_000  # records a consumer keeps fetched ahead of the fold, at the full queue
+_LEAST_AHEAD: Final = 2 * _BATCH  # and however small the queue
 _FETCH_MAX: Final = 4 * 1024 * 1024  # bytes of one fetch response
 _PARTITION_FETCH: Final = 256 * 1024  # bytes of one partition in a fetch response
 _SEEK: Final = 10_000  # records a key fetch reads on rather than seek past
 
 
-def _consumer(cfg: Config, partitions: int = 1) -> Any:
-    """A consumer of committed records only, its fetch queue bounded (module docstring)."""
+def queue_kib(memory_limit: int) -> int:
+    """KiB the fetch queues of a topic's read may take under `memory_limit` bytes (module
+    docstring)."""
+    return max(_LEAST_QUEUE, min(_FETCH_QUEUE, memory_limit // 8 // 1024))
+
+
+def _consumer(cfg: Config, partitions: int = 1, queue: int = _FETCH_QUEUE) -> Any:
+    """A consumer of committed records only, its fetch queue bounded to its share of
+    `queue` KiB (module docstring)."""
     return Consumer(
         {
             **cfg.kafka.client_config(),
@@ -47,8 +62,8 @@ def _consumer(cfg: Config, partitions: int = 1) -> Any:
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "enable.partition.eof": False,
-            "queued.max.messages.kbytes": max(1024, _FETCH_QUEUE // max(partitions, 1)),
-            "queued.min.messages": 10_000,
+            "queued.max.messages.kbytes": max(_LEAST_QUEUE, queue // max(partitions, 1)),
+            "queued.min.messages": max(_LEAST_AHEAD, _AHEAD * queue // _FETCH_QUEUE),
             "fetch.max.bytes": _FETCH_MAX,
             "fetch.message.max.bytes": _PARTITION_FETCH,
         }
@@ -56,11 +71,18 @@ def _consumer(cfg: Config, partitions: int = 1) -> Any:
 
 
 def _partition_records(
-    cfg: Config, topic: str, partition: int, low: int, high: int, deadline: float, shared: int
+    cfg: Config,
+    topic: str,
+    partition: int,
+    low: int,
+    high: int,
+    deadline: float,
+    shared: int,
+    queue: int = _FETCH_QUEUE,
 ) -> Iterator[list[Any]]:
     """The messages of one partition from `low` to `high` (exclusive), a batch at a time;
-    `shared`: how many partitions are read side by side."""
-    consumer = _consumer(cfg, shared)
+    `shared`: how many partitions are read side by side, their fetch queues `queue` KiB."""
+    consumer = _consumer(cfg, shared, queue)
     try:
         tp = TopicPartition(topic, partition, low)
         consumer.assign([tp])
@@ -127,10 +149,11 @@ def read_topic(
         if high > first:
             todo[partition] = (first, high)
     state.keys.expect(sum(high - first for first, high in todo.values()))
+    queue = queue_kib(state.keys.limit)
     if len(todo) == 1:  # folded as read
         ((partition, (first, high)),) = todo.items()
         add = state.add
-        for batch in _partition_records(cfg, topic, partition, first, high, deadline, 1):
+        for batch in _partition_records(cfg, topic, partition, first, high, deadline, 1, queue):
             for msg in batch:
                 add(partition, msg.offset(), msg.key(), msg.value(), msg.headers)
     else:
@@ -138,13 +161,14 @@ def read_topic(
             _entries(
                 state,
                 partition,
-                _partition_records(cfg, topic, partition, *at, deadline, len(todo)),
+                _partition_records(cfg, topic, partition, *at, deadline, len(todo), queue),
             )
             for partition, at in todo.items()
         ]
         put = state.put
         for entry in heapq.merge(*streams, key=_lsn):
             put(entry)
+    give_back()  # what the consumers held, before the comparison allocates (bridge.verify.store)
     return {p: high for p, (_, high) in ranges.items()}
 
 
