@@ -14,7 +14,7 @@
 --! bridge pub later
 --! bridge testpub later
 --! bridge testpub1 later
---! bridge tap_pub registry.on_incompatible=new_subject later
+--! bridge tap_pub later
 --! bridge tap_pub_sch later
 --! bridge pub_dropped_cols later
 --! bridge pub1_default publication=pub1 later
@@ -80,8 +80,8 @@ CREATE PUBLICATION tap_pub FOR TABLE tab_replidentity_index;
 --! start tap_pub
 --! check
 -- Another replica identity index is another key schema, which the registry refuses under
--- BACKWARD (by default the bridge stops there): tap_pub's bridge registers it under the key
--- subject's next generation (registry.on_incompatible: new_subject).
+-- BACKWARD: tap_pub's bridge registers it under the key subject's next generation (the
+-- default).
 ALTER TABLE tab_replidentity_index REPLICA IDENTITY USING INDEX idx_replidentity_index_b;
 UPDATE tab_replidentity_index SET a = -a WHERE a = 1;
 DELETE FROM tab_replidentity_index WHERE a = 2;

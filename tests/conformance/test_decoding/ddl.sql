@@ -12,7 +12,7 @@
 -- DELETE of a table without a replica identity (marked --! error; inside a transaction
 -- behind a savepoint rolled back to, so the rest of the transaction commits: spoolme's
 -- DELETE).
---! bridge regression publication_mode=all_tables registry.on_incompatible=new_subject
+--! bridge regression publication_mode=all_tables
 
 SET synchronous_commit = on;
 --! start
@@ -47,9 +47,8 @@ INSERT INTO replication_example(somedata, somenum) VALUES (4, 1);
 --! expect replication_example: SELECT id, somedata, somenum FROM replication_example ORDER BY id => 1|1|; 2|1|; 3|2|; 4|2|; 5|2|; 6|2|; 7|3|; 8|3|; 9|3|; 10|4|1
 --! check
 
--- varchar -> int4 is a value schema the registry refuses under BACKWARD (by default the
--- bridge stops there): the bridge registers it under the value subject's next generation
--- (registry.on_incompatible: new_subject).
+-- varchar -> int4 is a value schema the registry refuses under BACKWARD: the bridge
+-- registers it under the value subject's next generation (the default).
 ALTER TABLE replication_example ALTER COLUMN somenum TYPE int4 USING (somenum::int4);
 --! check
 
