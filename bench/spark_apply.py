@@ -29,7 +29,9 @@ always runs on the warmest JVM.
 Reported per job: wall s, CPU s (the Python driver + the driver JVM's process tree from
 /proc; with --master, the workers' trees too: `--worker-pids`), changes/s, changes per
 CPU-s, CPU-µs per change and the CPU ratio to the hand-written job of the same round;
-Spark's generated classes and their compile ms, HotSpot JIT ms, tasks. The tables of ours
+of the JVM's CPU, what its JIT compiler threads and its executor task threads took (the
+rest is the driver's planning, GC and bookkeeping); Spark's generated classes and their
+compile ms, HotSpot JIT ms, tasks. The tables of ours
 (live rows) and of hand must be equal (row count and a hash of every row), and equal the
 feed's live key count.
 
@@ -278,6 +280,8 @@ def _line(fmt: str, job: str, run: int, changes: int, got: Counters, hand: Count
         f"({got.driver:.1f} driver + {got.jvm:.1f} JVM + {got.workers:.1f} workers), "
         f"{changes / got.wall:8,.0f} changes/s, {changes / got.cpu:8,.0f} changes per CPU-s, "
         f"{got.cpu * 1e6 / changes:6.1f} CPU-us/change, CPU/hand {ratio}; "
+        f"of the JVM's CPU: JIT compiler threads {got.jit_cpu:.1f} s, task threads "
+        f"{got.task_cpu:.1f} s; "
         f"{got.classes} classes compiled in {got.compile_ms:,.0f} ms, JIT {got.jit_ms:,.0f} ms, "
         f"{got.tasks} tasks"
     )

@@ -55,6 +55,35 @@ def tree_cpu(roots: Iterable[int]) -> float:
     return total
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of the live threads of process `pid` by kind, from /proc/<pid>/task:
+    "jit" (HotSpot's C1/C2 compiler threads), "tasks" (Spark's executor task threads; in
+    local mode in the driver's JVM), "other". Threads that ended (an idle compiler thread
+    HotSpot stopped, a task thread the pool retired) are not counted: lower bounds."""
+    out = {"jit": 0.0, "tasks": 0.0, "other": 0.0}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            raw = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw.rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / _TICK
+        kind = (
+            "jit"
+            if "CompilerThre" in name
+            else "tasks"
+            if name.startswith("Executor task")
+            else "other"
+        )
+        out[kind] += cpu
+    return out
+
+
 def self_cpu() -> float:
     """This process's CPU seconds, all threads, without its children (the local stack's
     servers are children of a bench that starts them)."""
@@ -86,6 +115,8 @@ class Counters:
     compile_ms: float  # their compile time
     jit_ms: float  # HotSpot's JIT compile time in the driver JVM
     tasks: int  # tasks completed
+    jit_cpu: float = 0.0  # CPU s of the driver JVM's live JIT compiler threads (`thread_cpu`)
+    task_cpu: float = 0.0  # CPU s of its live executor task threads (local mode)
     extra: dict[str, float] = field(default_factory=dict)
 
     def since(self, before: Counters) -> Counters:
@@ -98,6 +129,8 @@ class Counters:
             self.compile_ms - before.compile_ms,
             self.jit_ms - before.jit_ms,
             self.tasks - before.tasks,
+            self.jit_cpu - before.jit_cpu,
+            self.task_cpu - before.task_cpu,
         )
 
     @property
@@ -120,6 +153,7 @@ class Meter:
         compiled = metrics.METRIC_COMPILATION_TIME()
         compile_ms = float(sum(compiled.getSnapshot().getValues()))
         jit = self.jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+        threads = thread_cpu(self.pid)
         return Counters(
             self_cpu(),
             tree_cpu([self.pid]),
@@ -129,6 +163,8 @@ class Meter:
             compile_ms,
             float(jit.getTotalCompilationTime()),
             self._tasks.count() if tasks else 0,
+            threads["jit"],
+            threads["tasks"],
         )
 
     @contextmanager
