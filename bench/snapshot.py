@@ -2,7 +2,7 @@
 
     python bench/snapshot.py [--rows 1000000] [--workers 1,4] [--chunk-size 10000]
                              [--table compare|writes] [--writes] [--verify]
-                             [--stack-json FILE]
+                             [--exactly-once] [--stack-json FILE]
 
 One table of `--rows` rows, vacuumed and analyzed: by default bench/compare.py's
 10-column table (int, bigint, text, numeric, timestamptz, bool, jsonb, uuid, float8,
@@ -22,8 +22,9 @@ start, the first chunk's round trip).
 transactions during the snapshot; `--verify` then stops the writes and checks that
 the keyed state in Kafka (last record per key, deletes and tombstones remove it)
 equals the table, row for row — the 1-million-row version of
-tests/snapshot/test_initial.py. Without `--stack-json` (the JSON line printed by
-`python deploy/local/stack.py up`) the local stack is started and stopped here.
+tests/snapshot/test_initial.py. `--exactly-once` runs the bridge with
+`kafka.exactly_once` (what a standby pair needs). Without `--stack-json` (the JSON line
+printed by `python deploy/local/stack.py up`) the local stack is started and stopped here.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def run(
     copy_format: str | None,
     writes: bool,
     verify: bool,
+    exactly_once: bool,
 ) -> tuple[float, float, float]:
     slot = f"bench_{uuid.uuid4().hex[:8]}"
     prefix = f"bench{uuid.uuid4().hex[:8]}"
@@ -154,6 +156,7 @@ def run(
     config["snapshot"]["progress_bar"] = "auto"
     if copy_format is not None:
         config["snapshot"]["copy_format"] = copy_format
+    config["kafka"]["exactly_once"] = exactly_once
     conn = psycopg.connect(dsn(stack, DB), autocommit=True)
     rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
     writer = Writer(dsn(stack, DB), table, rows).start() if writes else None
@@ -230,6 +233,7 @@ def main() -> None:
     )
     parser.add_argument("--writes", action="store_true", help="write during the snapshot")
     parser.add_argument("--verify", action="store_true", help="check Kafka's final state")
+    parser.add_argument("--exactly-once", action="store_true", help="kafka.exactly_once")
     parser.add_argument("--stack-json", help="connection info of a running local stack")
     args = parser.parse_args()
     if args.writes and args.table != "writes":
@@ -238,7 +242,7 @@ def main() -> None:
     stack, owned = start_stack(args.stack_json)
     try:
         prepare(stack, args.rows, table)
-        flags = args.writes, args.verify
+        flags = args.writes, args.verify, args.exactly_once
         results = [
             (workers, *run(stack, table, workers, args.chunk_size, args.copy_format, *flags))
             for workers in (int(w) for w in args.workers.split(","))
