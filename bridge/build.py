@@ -24,7 +24,12 @@ from bridge.errors import BridgeError, SourceError, StopRequestedError
 from bridge.events.assembler import EventAssembler
 from bridge.http import operations
 from bridge.kafka.acks import AckTracker
-from bridge.kafka.eos import KafkaTransactions, ensure_offsets_topic, read_committed_lsn
+from bridge.kafka.eos import (
+    TRANSACTION_TIMEOUT_MS,
+    KafkaTransactions,
+    ensure_offsets_topic,
+    read_committed_lsn,
+)
 from bridge.kafka.oversized import (
     OversizedPolicy,
     TopicLimits,
@@ -52,10 +57,6 @@ from bridge.source.stream import ReplicationStream
 from bridge.standby import Lease, LeasedPositions, stand_by
 
 log = logging.getLogger("bridge.build")
-
-# A PostgreSQL transaction is never split across Kafka transactions, so a large one
-# must fit: the broker's default transaction.max.timeout.ms.
-_KAFKA_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 def build_pipeline(
@@ -322,7 +323,7 @@ def _producer(
     client_config = kafka.client_config()
     if kafka.exactly_once:
         client_config["transactional.id"] = cfg.transactional_id()
-        client_config["transaction.timeout.ms"] = _KAFKA_TRANSACTION_TIMEOUT_MS
+        client_config["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS
     callbacks = metrics.kafka_callbacks()
     # Metrics observe every client error; a refused login or TLS handshake still stops us.
     callbacks["error_cb"] = RaiseOnRefusal(callbacks["error_cb"])

@@ -20,7 +20,9 @@ runs again, before any code of ours could look at a lease, so a check in the bri
 could not keep them from landing after the new active's (out of per-key order). The slot
 positions in the state topic are fenced the same way, by a transactional id of their own
 (`<transactional id>.state`, bridge/slotstate.py's `StateTopic`) that the new active
-initialises before it reads them.
+initialises before it reads them, and so are an initial snapshot's records
+(`<transactional id>.snapshot`, a transaction per chunk, bridge/snapshot/initial.py), whose
+id the new active initialises before it streams.
 
 The old active's own check (`LeasedPositions`) is the second line: from the moment its lease
 may have ended it acknowledges nothing more to PostgreSQL and stops with `LeaseLostError`

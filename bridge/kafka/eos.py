@@ -28,6 +28,11 @@ from bridge.record import KafkaRecord
 
 log = logging.getLogger("bridge.eos")
 
+# A PostgreSQL transaction is never split across Kafka transactions, so a large one must
+# fit: the broker's default transaction.max.timeout.ms. (librdkafka also wants it at or
+# above message.timeout.ms, the producer's 5 minutes.)
+TRANSACTION_TIMEOUT_MS: Final = 900_000
+
 
 def ensure_offsets_topic(
     client_config: dict[str, Any], topic: str, timeout: float, what: str = "offsets topic"

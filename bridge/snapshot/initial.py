@@ -8,6 +8,20 @@ thread produces each chunk's records as one tracked unit (a `TxHandle`) and
 records the chunk as done once Kafka confirmed all of them. The newest record is
 always held back, so the snapshot's very last one goes out as "last".
 
+In exactly-once mode (and so in a standby pair) each chunk's records are one Kafka
+transaction of a producer of their own, transactional id `<transactional id>.snapshot`
+(`snapshot_producer`), and "confirmed" means committed: a chunk is recorded as done only
+after its transaction committed, so a resume re-reads every chunk whose records a
+read_committed consumer may not have seen, and none it has (but one committed just before
+a crash, read again at the resume's newer snapshot: an older row image before a newer
+one, in commit order). Whoever starts a snapshot, or resumes one, initialises that id
+first (`fence`), which aborts the open transaction of a paused old active and makes the
+broker refuse whatever it still sends: its client's threads and its kernel send what was
+queued the moment it runs again, before any of its Python code could look at its lease,
+and those old row images would otherwise land after the new active's changes of the
+same keys. The readers only read and encode: the producing thread is the snapshot's one
+producer.
+
 A resumed snapshot is read while the replication stream waits
 (`SnapshotManager.read_pending`): `keep_alive`, called every turn, answers its
 keepalives, so PostgreSQL's wal_sender_timeout does not end it meanwhile.
@@ -36,6 +50,7 @@ from bridge.config import Config
 from bridge.encode.copyrows import unpack_records
 from bridge.errors import ConfigError, SourceError
 from bridge.kafka.acks import AckTracker, TxHandle
+from bridge.kafka.eos import TRANSACTION_TIMEOUT_MS
 from bridge.kafka.producer import Producer, kafka_client_config
 from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.record import KafkaRecord
@@ -50,6 +65,45 @@ _TURN_S = 0.1
 _AHEAD = 2  # chunks sent to a reader before it answers: it never waits for the next one
 _START_TIMEOUT_S = 120.0
 _READER_EXIT_S = 10.0  # how long the readers have to exit once told, all together
+SNAPSHOT_ID_SUFFIX = ".snapshot"  # the snapshot producer's transactional id: data id + this
+
+
+def snapshot_producer(cfg: Config, tracker: AckTracker, keep_alive: Callable[[], None]) -> Producer:
+    """The initial snapshot's producer; in exactly-once mode transactional (id
+    `<transactional id>.snapshot`) and initialised, so any older instance that used the id
+    is fenced before this returns. `keep_alive` runs while it waits for Kafka."""
+    kafka = cfg.kafka
+    client = kafka_client_config(kafka)
+    if kafka.exactly_once:
+        client["transactional.id"] = cfg.transactional_id() + SNAPSHOT_ID_SUFFIX
+        client["transaction.timeout.ms"] = TRANSACTION_TIMEOUT_MS  # as the data producer's
+    producer = Producer(
+        client,
+        tracker,
+        overrides=kafka.producer,
+        max_in_flight_records=cfg.pipeline.max_in_flight_records,
+        max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
+        while_blocked=keep_alive,
+    )
+    if kafka.exactly_once:
+        try:
+            producer.init_transactions(kafka.request_timeout_s * 3)
+        except BaseException:
+            producer.close()
+            raise
+    return producer
+
+
+def fence(cfg: Config) -> None:
+    """Exactly-once: fence whatever an older instance still has under way with the
+    snapshot's transactional id, before this bridge streams ahead of a snapshot it resumes
+    (the stream's changes must not be overtaken by an old active's queued row images)."""
+    if cfg.kafka.exactly_once:
+        snapshot_producer(cfg, AckTracker(), _no_op).close()
+
+
+def _no_op() -> None:
+    return None
 
 
 class _InFlight(NamedTuple):
@@ -309,14 +363,8 @@ class InitialSnapshot:
     def _produce_all(self) -> bool:
         cfg = self._cfg
         tracker = AckTracker()
-        producer = Producer(
-            kafka_client_config(cfg.kafka),
-            tracker,
-            overrides=cfg.kafka.producer,
-            max_in_flight_records=cfg.pipeline.max_in_flight_records,
-            max_in_flight_bytes=cfg.pipeline.max_in_flight_mb << 20,
-            while_blocked=self._keep_alive,
-        )
+        producer = snapshot_producer(cfg, tracker, self._keep_alive)
+        chunks = _Chunks(producer, tracker, cfg)
         in_flight: list[_InFlight] = []
         held: _Held | None = None
         planned_all = False
@@ -330,14 +378,13 @@ class InitialSnapshot:
                     if planned_all and not any(r.sent for r in self._readers):
                         break
                     for pipe in wait([r.pipe for r in self._readers if r.sent], _TURN_S):
-                        held = self._produce(producer, tracker, pipe, held, in_flight)
+                        held = self._produce(chunks, pipe, held, in_flight)
                     producer.poll()
                     self._record(in_flight)
                     bars.refresh()
                 complete = not self._should_stop()
-                if complete and held is not None:
-                    producer.produce(held.last(), held.handle)
-                    tracker.close_tx(held.handle, 0)
+                if held is not None:  # stopped: the chunk ends all the same, not as "last"
+                    chunks.end(held.last() if complete else held.record, held.handle)
                 self._halt.set()
                 self._flush(producer, in_flight, bars, complete)
             return complete and not in_flight
@@ -359,27 +406,23 @@ class InitialSnapshot:
         return planned_all
 
     def _produce(
-        self,
-        producer: Producer,
-        tracker: AckTracker,
-        pipe: Any,
-        held: _Held | None,
-        in_flight: list[_InFlight],
+        self, chunks: _Chunks, pipe: Any, held: _Held | None, in_flight: list[_InFlight]
     ) -> _Held | None:
         reader = next(r for r in self._readers if r.pipe is pipe)
         _, chunk, packed, last_value = reader.receive()
         records = unpack_records(packed, self._topics[chunk.table])
         reader.sent.popleft()
-        handle = TxHandle(tracker)
+        handle = TxHandle(chunks.tracker)
         in_flight.append(_InFlight(chunk, handle, len(records)))
         if not records:
-            tracker.close_tx(handle, 0)
+            chunks.tracker.close_tx(handle, 0)
             return held
         if held is not None:
-            producer.produce(held.record, held.handle)
-            tracker.close_tx(held.handle, 0)
+            chunks.end(held.record, held.handle)
+        chunks.begin()
+        produce = chunks.producer.produce
         for index in range(len(records) - 1):
-            producer.produce(records[index], handle)
+            produce(records[index], handle)
         return _Held(records[-1], last_value, handle)
 
     def _flush(
@@ -419,3 +462,38 @@ class InitialSnapshot:
                 hint="restart the bridge: finished chunks are kept and the snapshot resumes",
             ) from error
         raise error
+
+
+class _Chunks:
+    """Where a chunk's records go: each chunk its own Kafka transaction in exactly-once
+    mode (`snapshot_producer`), else straight to the producer.
+
+    A chunk's handle is closed only once its last record is produced and, exactly-once,
+    its transaction committed: `TxHandle.complete`, which records the chunk as done, then
+    means committed, never just delivered into a transaction a fence may still abort. A
+    graceful stop ends the chunk at hand (commits it); a failure leaves its transaction
+    open, aborted by the next start, which fences the id before it resumes the snapshot (or
+    by the broker after `transaction.timeout.ms`, as the data producer's): until then
+    read_committed consumers of its partitions wait."""
+
+    def __init__(self, producer: Producer, tracker: AckTracker, cfg: Config) -> None:
+        self.producer = producer
+        self.tracker = tracker
+        self._transactional = cfg.kafka.exactly_once
+        self._timeout = cfg.pipeline.shutdown_timeout_s
+        self._open = False
+
+    def begin(self) -> None:
+        """Before a chunk's first record."""
+        if self._transactional:
+            self.producer.begin_transaction()
+            self._open = True
+
+    def end(self, record: KafkaRecord, handle: TxHandle) -> None:
+        """A chunk's last record: the chunk is complete once Kafka confirmed it all
+        (exactly-once: once its transaction committed)."""
+        self.producer.produce(record, handle)
+        if self._open:
+            self._open = False
+            self.producer.commit_transaction(self._timeout)
+        self.tracker.close_tx(handle, 0)

@@ -25,7 +25,7 @@ from bridge.lsn import LSN
 from bridge.slotstate import StateTopic
 from bridge.snapshot import external, modes, notify
 from bridge.snapshot.incremental import IncrementalSnapshotter, Routes, open_source
-from bridge.snapshot.initial import InitialSnapshot
+from bridge.snapshot.initial import InitialSnapshot, fence
 from bridge.snapshot.notify import Notifier
 from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.runstate import KafkaRunStore
@@ -94,7 +94,9 @@ class SnapshotManager:
         A fresh slot's own export is read here, before streaming starts. Any other
         snapshot (a resume, `always`) is taken here from a temporary export at L but,
         when a stream follows, read only later by `read_pending`: first the stream
-        delivers every transaction committed before L (see `modes`).
+        delivers every transaction committed before L (see `modes`), so in exactly-once
+        mode the snapshot's transactional id is fenced here, before it streams
+        (`initial.fence`).
         """
         mode, slot = self.cfg.snapshot.mode, self._slot
         assert slot is not None, "ensure_slot first"
@@ -133,6 +135,8 @@ class SnapshotManager:
             slot.confirmed_flush,
         )
         self._pending = export
+        # The stream goes first: fence an old active's snapshot records before it does.
+        fence(self.cfg)
         return True
 
     def _hold_for_load(self, action: str, slot: slots.Slot) -> None:

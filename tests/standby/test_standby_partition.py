@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import time
+from collections import Counter
 from typing import Any
 
 import psycopg
 import pytest
 from delivery.helpers import BridgeFactory, wait_slot_active
-from delivery.kafka_io import Rec
+from delivery.kafka_io import Rec, TopicReader, create_topics
 from delivery.ledger import LedgerStreamFactory, stop_bridge
 from faults.checker import Fault, assert_clean, check
 from faults.harness import drain
 from faults.netns import Netns
-from waiting import wait_for
+from waiting import checked, wait_for
 
 from bridge.config import SourceConfig
 from bridge.lsn import LSN
@@ -201,6 +203,197 @@ def _rebuilt(records: list[Rec]) -> dict[int, tuple[int, int]]:
 
 def _table(conn: psycopg.Connection[Any]) -> dict[int, tuple[int, int]]:
     return {i: (t, r) for i, t, r in conn.execute("SELECT id, txn, row FROM ledger").fetchall()}
+
+
+SNAPSHOT_ROWS = 6_000
+SNAPSHOT_CHUNK = 200
+SNAPSHOT_LINK_KBIT = 256  # a chunk takes the old active a second: it is caught in the middle
+
+
+def test_snapshot_records_held_up_in_a_frozen_active_never_land_after_the_takeover(
+    pg_conn: psycopg.Connection[Any],
+    settings: dict[str, Any],
+    kafka_bootstrap: str,
+    registry_url: str,
+    topic_prefix: str,
+    bridge_process: BridgeFactory,
+    bridge_netns: Netns,
+) -> None:
+    """The old active is frozen in the middle of its initial snapshot with a chunk's
+    records sent and not yet acknowledged (its Kafka link slowed, then cut: they wait in
+    its kernel). Every row is updated (v = 1); the standby takes over, resumes the
+    snapshot (streaming that update first, then reading the chunks the old one had not
+    finished) and streams a second update of every row (v = 2). The link comes back while
+    the old active is still frozen, its kernel sends what it held, and it is thawed. Without
+    the snapshot's own fenced transactional id (`<transactional id>.snapshot`, initialised
+    by the new active before it streams) those old row images (v = 0) land after the new
+    active's changes of the same keys, and so does the rest of its snapshot, which the thawed
+    old active goes on reading and sending: the topic rebuilt by key has stale rows. With it
+    the broker refuses them (or aborts their transaction); thawed, the old active stops as
+    fenced."""
+    paired = pair_settings(settings)
+    paired["snapshot"] = {
+        "mode": "initial",
+        "chunk_size": SNAPSHOT_CHUNK,
+        "workers": 1,
+        "progress_bar": "never",
+    }
+    pg_conn.execute("CREATE TABLE snap_rows (id int PRIMARY KEY, v int NOT NULL, pad text)")
+    pg_conn.execute(
+        "INSERT INTO snap_rows SELECT g, 0, md5(g::text) || md5((-g)::text) || md5((g*7)::text) "
+        "FROM generate_series(1, %s) g",
+        (SNAPSHOT_ROWS,),
+    )
+    topics = create_topics(kafka_bootstrap, [f"{topic_prefix}.public.snap_rows"])
+    reader = TopicReader(kafka_bootstrap, registry_url, topics)
+    old = bridge_process(paired, bridge_netns.exec_prefix)
+    new = bridge_process(paired)
+    try:
+        bridge_netns.slow("kafka", SNAPSHOT_LINK_KBIT)
+        old.start()
+        wait_taking_over(old, 0)
+        new.start()
+        wait_standing_by(new, 0)
+        wait_for(
+            checked(old.check, lambda: _chunks_done(pg_conn) >= 1),
+            120,
+            "the old active's first chunk recorded",
+            detail=old.log,
+        )
+        bridge_netns.cut("kafka")
+        try:
+            wait_for(
+                lambda: unacked_bytes(bridge_netns, "kafka") > 0,
+                60,
+                "snapshot records held up by the cut",
+                detail=old.log,
+            )
+            old.freeze()
+            try:
+                assert _snapshot_state(pg_conn) == "running", "the snapshot ended before"
+                assert _chunks_done(pg_conn) < SNAPSHOT_ROWS // SNAPSHOT_CHUNK
+                pg_conn.execute("UPDATE snap_rows SET v = 1")
+                wait_taking_over(new, 0)
+
+                def snapshot_done() -> bool:
+                    new.check()
+                    reader.poll(0.2)  # decoding is slow: read as it comes
+                    return _snapshot_state(pg_conn) == "done"
+
+                wait_for(
+                    snapshot_done,
+                    180,
+                    "the new active finishing the snapshot",
+                    every=0,
+                    detail=lambda: new.log()[-3000:],
+                )
+                pg_conn.execute("UPDATE snap_rows SET v = 2")
+                updated = dict.fromkeys(range(1, SNAPSHOT_ROWS + 1), 2)
+
+                def caught_up() -> bool:
+                    new.check()
+                    reader.poll(0.2)
+                    return _rebuilt_v(reader.records) == updated
+
+                wait_for(
+                    caught_up,
+                    300,
+                    "the new active's second update of every row",
+                    every=0,
+                    detail=lambda: _summary(reader.records, None),
+                )
+            finally:
+                bridge_netns.unslow("kafka")
+                bridge_netns.restore("kafka")
+            wait_for(
+                lambda: unacked_bytes(bridge_netns, "kafka") == 0,
+                120,
+                "the frozen active's kernel delivering what it held",
+            )
+        finally:
+            old.thaw()
+        code = old.wait(90)
+        new.terminate()
+        assert new.wait(60) == 0, new.log()
+        reader.poll(2.0)  # whatever the old active sent has landed: its client is gone
+        records = list(reader.records)
+    finally:
+        reader.close()
+    assert "resuming snapshot" in new.log()
+    found = re.search(r"starting snapshot for slot \S+ at (\S+)", old.log())
+    assert found is not None, old.log()
+    old_lsn = int(LSN.parse(found.group(1)))
+    late = _late_snapshot_records(records, old_lsn)
+    assert not late, (
+        f"{len(late)} snapshot record(s) of the old active landed after the new active's "
+        f"first record ({_summary(records, old_lsn)}), e.g. {late[:3]}"
+    )
+    rebuilt = _rebuilt_v(records)
+    stale = {k: v for k, v in rebuilt.items() if v != 2}
+    assert not stale, (
+        f"{len(stale)} key(s) rebuilt from the topic hold an old value (PostgreSQL has v = 2), "
+        f"e.g. {sorted(stale.items())[:5]}"
+    )
+    assert rebuilt == dict(pg_conn.execute("SELECT id, v FROM snap_rows").fetchall())
+    log = old.log()
+    assert code not in (None, 0), f"the resumed old active went on (exit {code}):\n{log}"
+    assert "fenced" in log, log
+    _no_traceback(old)
+    _no_traceback(new)
+
+
+def _summary(records: list[Rec], old_lsn: int | None) -> str:
+    """What the topic holds, for a failure's message: records by op (snapshot records by
+    whose snapshot) and the rebuilt rows by value."""
+    kinds: Counter[str] = Counter()
+    for rec in records:
+        assert rec.value is not None
+        op = rec.value["op"]
+        if op == "r" and old_lsn is not None:
+            op = "r old" if rec.commit_lsn == old_lsn else "r new"
+        kinds[op] += 1
+    values = Counter(_rebuilt_v(records).values())
+    return f"{len(records)} records {dict(kinds)}; rebuilt rows by v {dict(values)}"
+
+
+def _chunks_done(conn: psycopg.Connection[Any]) -> int:
+    try:
+        row = conn.execute("SELECT count(rows) FROM bridge.snapshot_chunk").fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return int(row[0]) if row else 0
+
+
+def _snapshot_state(conn: psycopg.Connection[Any]) -> str | None:
+    row = conn.execute("SELECT state FROM bridge.snapshot_run").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _rebuilt_v(records: list[Rec]) -> dict[int, int]:
+    """snap_rows as a consumer rebuilding it by key holds it: id -> v."""
+    table: dict[int, int] = {}
+    for rec in records:
+        assert rec.key is not None
+        if rec.value is None or rec.value["after"] is None:
+            table.pop(int(rec.key["id"]), None)
+        else:
+            table[int(rec.key["id"])] = int(rec.value["after"]["v"])
+    return table
+
+
+def _late_snapshot_records(records: list[Rec], old_lsn: int) -> list[Rec]:
+    """Records of the old active's snapshot (op "r" at its snapshot's LSN) that follow, in
+    their partition, a record the new active wrote (anything else)."""
+    late: list[Rec] = []
+    taken_over: set[int] = set()
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        assert rec.value is not None
+        if rec.value["op"] == "r" and rec.commit_lsn == old_lsn:
+            if rec.partition in taken_over:
+                late.append(rec)
+        else:
+            taken_over.add(rec.partition)
+    return late
 
 
 def test_a_walsender_stuck_on_its_cut_off_client_is_ended(
