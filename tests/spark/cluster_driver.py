@@ -6,7 +6,8 @@ runs the steps the test sends.
 
 Protocol: one JSON object per line on stdin, {"step": name, ...arguments}; for each, one
 line `@@ {"ok": result}` or `@@ {"error": text}` on stdout, and on the way `@@ {"event":
-...}` lines (the test kills a worker on one). Spark's own output goes to stderr.
+...}` lines. After the event "applied" of the step "many" the driver waits for a line
+`{"step": "go"}` (the test kills a worker in between). Spark's own output goes to stderr.
 
 argv[1]: JSON {"master", "conf"}: the session's settings beyond `spark_session`'s.
 """
@@ -107,9 +108,10 @@ def apply(
 
 def many(pattern: str, target: str, checkpoint: str, kafka: dict[str, str]) -> dict[str, Any]:
     """`apply_tables` over every topic of `pattern` in one micro-batch; after its first
-    table an event, on which the test kills a worker while the batch goes on. Returns the
-    tables applied (a table may be applied again: its task failed) and what Spark saw of
-    its executors."""
+    table an event, on which the test kills a worker, and the batch held until the test
+    says go, so that the other tables run with the worker lost however fast they would
+    have been. Returns the tables applied (a table may be applied again: its task failed)
+    and what Spark saw of its executors."""
     registry = kafka.pop("registry")
     applied: list[str] = []
     original: Callable[..., None] = apply_batch  # what bridge.spark.tables calls
@@ -119,6 +121,10 @@ def many(pattern: str, target: str, checkpoint: str, kafka: dict[str, str]) -> d
         applied.append(target)
         if len(applied) == 1:
             send({"event": "applied", "target": target})
+            # the main thread is inside this step, not reading stdin: the line is ours
+            # (or EOF: the test closed the driver)
+            line = sys.stdin.readline()
+            assert not line or json.loads(line) == {"step": "go"}, line
 
     setattr(tables, "apply_batch", reporting)  # noqa: B010 (wrapped for the event)
     try:

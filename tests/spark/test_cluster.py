@@ -12,13 +12,16 @@ in `spark.archives` (tests/spark/ship.py), the jars in `spark.jars`.
   equals PostgreSQL, and `bridge verify --spark` on the cluster (PostgreSQL read by the
   executors, the lake table compared too) says so.
 - `apply_tables` over many topics in one micro-batch, one worker killed (SIGKILL: its JVM,
-  executors and Python workers) once the batch applied its first table: the job goes on
-  on the other worker, and every table equals PostgreSQL.
+  executors and Python workers) once the batch applied its first table, the batch held
+  until the worker is gone: the batch completes on the other worker, and every table
+  equals PostgreSQL.
 
-The default (CI) run keeps to a few minutes: where the executors' Python comes from, and
-`apply_tables` over a few topics on the cluster checked against PostgreSQL. The initial
-load with `bridge verify --spark` and the lost worker take 10-20 minutes on two cores:
-`SPARK_CLUSTER_TESTS=full pytest tests/spark/test_cluster.py` runs them too.
+The full suite runs the first and the last; the initial load with `bridge verify --spark`
+runs with `SPARK_CLUSTER_TESTS=full` only: verify reports keys of the loaded table missing
+from its topic while the lake table equals PostgreSQL (docs/spark/cluster.md). One
+cluster, one packed virtualenv (cached on disk by the sources' digest) and one driver
+program serve the module; the lost worker is the last case, so the others run on both
+workers. What it costs on two shared cores: docs/spark/cluster.md.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ import psycopg
 import pytest
 import yaml
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as sf
 from running import running, start
 from schema.live import bridge_config, unique, wait_delivered
 from snapshot.helpers import TopicReader, Writer, keyed_state, make_table, settings
@@ -46,19 +48,20 @@ from waiting import wait_for
 from bridge.config import Config
 from bridge.snapshot.external import held_snapshot, store_of
 
+from .digest import lake_digest, pg_digest
 from .ship import ROOT, executor_conf, executor_env
 
 pytestmark = pytest.mark.timeout(900)
 FULL = os.environ.get("SPARK_CLUSTER_TESTS") == "full"
-full_only = pytest.mark.skipif(
-    not FULL, reason="a long cluster case (10-20 min): SPARK_CLUSTER_TESTS=full runs it"
-)
 
 HERE = Path(__file__).resolve().parent
-ROWS = 20_000  # the loaded table
-CHUNK = 2_500  # rows per load task: 8 tasks and the open-ended one
+ROWS = 10_000  # the loaded table
+CHUNK = 1_250  # rows per load task: 8 tasks and the open-ended one
 TABLES = 3  # apply_tables' topics
 STEP_TIMEOUT = 600.0
+# bounds, not expectations: on two cores shared with other suites (load average 30) the
+# initial load's case took 20 minutes and its `bridge verify --spark` alone 8
+VERIFY_TIMEOUT = 1800.0
 # Each application takes at most 2 of the cluster's 4 executor cores (one executor of one
 # core on each worker), so the driver program and `bridge verify` run side by side.
 APP_CONF = {
@@ -175,26 +178,7 @@ def test_executors_run_the_shipped_bridge(driver: Driver, cluster: Any) -> None:
     assert "No module named 'bridge'" in found["unshipped"], found["unshipped"]
 
 
-PG_DIGEST = (
-    "SELECT count(*), coalesce(sum(('x' || substr(md5(concat_ws('|', id, v, s)), 1, 10))"
-    "::bit(40)::bigint), 0) FROM {table}"
-)
-
-
-def _digest(spark: SparkSession, path: str, columns: list[str]) -> tuple[int, int]:
-    """(rows, sum of a 40-bit hash of each live row) of a Delta table: PG_DIGEST's."""
-    df = spark.read.format("delta").load(path).where(~sf.col("_deleted"))
-    text = sf.concat_ws("|", *(sf.col(c).cast("string") for c in columns))
-    row_hash = sf.conv(sf.substring(sf.md5(text), 1, 10), 16, 10).cast("bigint")
-    found = df.agg(sf.count("*"), sf.sum(row_hash)).first()
-    assert found is not None
-    return int(found[0]), int(found[1] or 0)
-
-
-def _pg_digest(conn: psycopg.Connection[Any], table: str) -> tuple[int, int]:
-    row = conn.execute(PG_DIGEST.format(table=table)).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
+COLUMNS = ["id", "v", "s"]
 
 
 def _held(cfg: Config) -> bool:
@@ -209,8 +193,11 @@ def _held(cfg: Config) -> bool:
         store.close()
 
 
-@full_only
-@pytest.mark.timeout(1200)
+@pytest.mark.skipif(
+    not FULL,
+    reason="verify's external-load mismatch, docs/spark/cluster.md: SPARK_CLUSTER_TESTS=full",
+)
+@pytest.mark.timeout(2700)
 def test_initial_load_apply_and_verify_on_the_cluster(
     driver: Driver,
     cluster: Any,
@@ -272,7 +259,7 @@ def test_initial_load_apply_and_verify_on_the_cluster(
         checkpoint=str(tmp_path / "chk"),
         kafka=kafka,
     )
-    assert _digest(spark, target, ["id", "v", "s"]) == _pg_digest(pg_conn, "items")
+    assert lake_digest(spark, target, COLUMNS) == pg_digest(pg_conn, "items", COLUMNS)
 
     # `bridge verify --spark` as a user runs it against the cluster: PostgreSQL read by the
     # executors (the shipped bridge and psycopg), the topic and the lake table compared.
@@ -280,6 +267,7 @@ def test_initial_load_apply_and_verify_on_the_cluster(
     path.write_text(yaml.safe_dump(plain))
     argv = [sys.executable, "-m", "bridge", "verify", "--config", str(path), "--spark"]
     argv += ["--spark-master", cluster.master_url, "--lake", f"public.items={target}"]
+    argv += ["--timeout", "900"]  # verify's waits for the bridge and the lake: load, not loss
     for key, value in shipped.items():
         argv += ["--spark-conf", f"{key}={value}"]
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
@@ -292,7 +280,7 @@ def test_initial_load_apply_and_verify_on_the_cluster(
             env=env,
             capture_output=True,
             text=True,
-            timeout=STEP_TIMEOUT,
+            timeout=VERIFY_TIMEOUT,
             check=False,
         )
     finally:
@@ -327,20 +315,18 @@ def captured(stack: Any) -> Iterator[tuple[str, psycopg.Connection[Any]]]:
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize(
-    "lose_worker", [False, pytest.param(True, marks=full_only, id="worker-lost")]
-)
-def test_apply_tables_on_the_cluster(
+def test_apply_tables_on_the_cluster_loses_a_worker(
     driver: Driver,
     cluster: Any,
     spark: SparkSession,
     stack: Any,
     captured: tuple[str, psycopg.Connection[Any]],
     tmp_path: Path,
-    lose_worker: bool,
 ) -> None:
     """`apply_tables` over every topic of the captured tables in one micro-batch on the
-    cluster; with `lose_worker`, one worker killed once the batch applied its first table."""
+    cluster, one worker killed once the batch applied its first table: the driver holds
+    the batch there until the worker is dead, so the other tables are applied with one
+    worker lost (its executor's tasks and cached blocks with it)."""
     prefix, conn = captured
     lake = tmp_path / "lake"
     kafka = {"kafka.bootstrap.servers": stack.kafka_bootstrap, "registry": stack.registry_url}
@@ -353,16 +339,14 @@ def test_apply_tables_on_the_cluster(
     )
     event = driver.next(STEP_TIMEOUT)
     assert event.get("event") == "applied", event
-    if lose_worker:
-        cluster.kill_worker(0)  # its JVM, its executor and their Python workers
     try:
+        cluster.kill_worker(0)  # its JVM, its executor and their Python workers
+        driver.send("go")
         done = driver.result()
     finally:
-        if lose_worker:
-            cluster.start_worker(0)
-    if lose_worker:
-        lost = [e for e in done["executors"] if not e["active"]]
-        assert lost, f"no executor was lost: {done['executors']}"
+        cluster.start_worker(0)
+    lost = [e for e in done["executors"] if not e["active"]]
+    assert lost, f"no executor was lost: {done['executors']}"
     assert sorted(set(done["applied"])) == [f"{lake}/t{t}" for t in range(TABLES)]
     for t in range(TABLES):
-        assert _digest(spark, f"{lake}/t{t}", ["id", "v", "s"]) == _pg_digest(conn, f"t{t}")
+        assert lake_digest(spark, f"{lake}/t{t}", COLUMNS) == pg_digest(conn, f"t{t}", COLUMNS)
