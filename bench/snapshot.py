@@ -112,11 +112,11 @@ def prepare(stack: Any, rows: int, table: str = "t") -> None:
         print(f"table {table}: {rows:,} rows loaded in {time.monotonic() - t0:.1f}s", flush=True)
 
 
-def cpu_seconds() -> tuple[float, float, dict[str, float]]:
+def cpu_seconds(db: str = DB) -> tuple[float, float, dict[str, float]]:
     """CPU seconds of this process, of its snapshot reader processes (they live until
-    the snapshot is done) and of each PostgreSQL backend connected to the bench
-    database, by pid (the readers' COPY work). The local stack's servers are children
-    too, and not counted."""
+    the snapshot is done) and of each PostgreSQL backend connected to database `db`, by
+    pid (the readers' COPY work). The local stack's servers are children too, and not
+    counted."""
     times = os.times()
     readers = 0.0
     backends: dict[str, float] = {}
@@ -131,7 +131,7 @@ def cpu_seconds() -> tuple[float, float, dict[str, float]]:
         cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
         if fields[1] == me and b"bridge.snapshot.worker" in command:
             readers += cpu
-        elif command.startswith(b"postgres: ") and f" {DB} ".encode() in command:
+        elif command.startswith(b"postgres: ") and f" {db} ".encode() in command:
             backends[proc.name] = cpu
     return times.user + times.system, readers, backends
 
@@ -145,24 +145,27 @@ def run(
     writes: bool,
     verify: bool,
     exactly_once: bool,
+    db: str = DB,
 ) -> tuple[float, float, float]:
+    """One snapshot of `table` in database `db` (bench/spark_load.py snapshots its own
+    table in its own database): (rows/s, bridge CPU-µs/row, PostgreSQL CPU-µs/row)."""
     slot = f"bench_{uuid.uuid4().hex[:8]}"
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     workdir = Path(tempfile.mkdtemp(prefix="bench-snapshot-"))
     config = settings(
-        stack, DB, slot, "bench", prefix, workdir, workers=workers, chunk_size=chunk_size
+        stack, db, slot, "bench", prefix, workdir, workers=workers, chunk_size=chunk_size
     )
     config["log"] = {"level": "WARNING"}
     config["snapshot"]["progress_bar"] = "auto"
     if copy_format is not None:
         config["snapshot"]["copy_format"] = copy_format
     config["kafka"]["exactly_once"] = exactly_once
-    conn = psycopg.connect(dsn(stack, DB), autocommit=True)
+    conn = psycopg.connect(dsn(stack, db), autocommit=True)
     rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
-    writer = Writer(dsn(stack, DB), table, rows).start() if writes else None
+    writer = Writer(dsn(stack, db), table, rows).start() if writes else None
     pipeline = build_pipeline(Config(**config))
     thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
-    own0, readers0, backends0 = cpu_seconds()
+    own0, readers0, backends0 = cpu_seconds(db)
     t0 = time.monotonic()
     thread.start()
 
@@ -176,7 +179,7 @@ def run(
 
     wait_for(finished, 3600, "the snapshot", every=0.02)
     seconds = time.monotonic() - t0
-    own1, readers1, backends1 = cpu_seconds()
+    own1, readers1, backends1 = cpu_seconds(db)
     read = sum(s.rows_done for s in snapshot_tables(pipeline))
     own_us = (own1 - own0) * 1e6 / read
     readers_us = (readers1 - readers0) * 1e6 / read
@@ -205,6 +208,15 @@ def run(
         reader.close()
     pipeline.stop()
     thread.join(120)
+    forget(conn, slot)
+    conn.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return read / seconds, cpu_us, pg_us
+
+
+def forget(conn: psycopg.Connection[Any], slot: str) -> None:
+    """Drop the stopped bridge's slot, once released, and its state (schema `bridge`), so
+    that the next run in the database snapshots again and no slot holds WAL back."""
 
     def released() -> bool:
         row = conn.execute(
@@ -214,10 +226,7 @@ def run(
 
     wait_for(released, 60, "the slot to be released")
     conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-    conn.execute("DROP SCHEMA bridge CASCADE")  # the next run snapshots again
-    conn.close()
-    shutil.rmtree(workdir, ignore_errors=True)
-    return read / seconds, cpu_us, pg_us
+    conn.execute("DROP SCHEMA bridge CASCADE")
 
 
 def main() -> None:
