@@ -146,8 +146,13 @@ class Registry:
             "-Dregistry.rest.artifact.deletion.enabled=true",
             "-Dregistry.enable.sentry=false",
             # H2 on disk rather than in memory: schema ids must survive a registry restart, or
-            # records already in Kafka would resolve to the wrong schemas.
-            f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{self.root / 'h2' / 'registry'}",
+            # records already in Kafka would resolve to the wrong schemas. WRITE_DELAY=0: H2
+            # writes each commit before the registry answers; its default leaves the last
+            # 0.5 s of commits to a background writer, which a killed registry (SIGKILL, or a
+            # graceful stop past its grace) never runs, forgetting ids it has handed out
+            # (tests/faults/test_registry_kill.py).
+            f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{self.root / 'h2' / 'registry'}"
+            ";WRITE_DELAY=0",
             f"-Djava.io.tmpdir={self.root}",
             "-jar",
             str(self._dist / RUNNER_JAR),
