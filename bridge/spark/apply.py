@@ -32,8 +32,10 @@ A column that arrives with a newer schema version is added to the table; when it
 a default (a column added with a constant default in PostgreSQL, see `bridge.spark.reader`),
 the rows already in the table get that default, as PostgreSQL reads them. A column a newer
 version widened (int -> bigint, float -> double, more decimal digits; Iceberg: at the same
-scale) is retyped in place (ALTER COLUMN TYPE; Delta with its type widening); any other type
-change stops the apply with a SchemaError naming the table and the column. A dropped column
+scale) is retyped in place (ALTER COLUMN TYPE; Delta with its type widening); one retyped
+across the subject's generations (a change the registry refused, `bridge.spark.reader`'s
+`RETYPED`) by rewriting the table with the column cast; any other type change stops the
+apply with a SchemaError naming the table and the column. A dropped column
 stays in the table: rows keep the value it had, rows inserted since have null. Every row keeps
 `_seq` (see `bridge.spark.reader.SEQ_TYPE`), the column Databricks' `sequence_by` takes.
 In an Iceberg table the soft-delete flag is stored as `__deleted` (Iceberg reads a column
@@ -61,7 +63,14 @@ from bridge.spark.formats import (
     target_table,
     widens,
 )
-from bridge.spark.reader import DEFAULT_ROW, META_TYPES, ChangeDecoder, ChangeStream, TopicFacts
+from bridge.spark.reader import (
+    DEFAULT_ROW,
+    META_TYPES,
+    RETYPED,
+    ChangeDecoder,
+    ChangeStream,
+    TopicFacts,
+)
 
 TARGET_META = ("_lsn", "_offset", "_seq", "_txid", "_commit_ts", "_deleted")
 TRUNCATED_PROPERTY = "bridge.truncatedLsn"
@@ -277,15 +286,17 @@ def _fill(
     return changes.where(~_moved()).unionByName(completed)
 
 
-def _ensure_table(table: Target, shape: DataFrame, defaults: dict[str, str]) -> None:
-    """Create the table on first use; widen columns and add the ones a newer schema version
-    brought, and give the rows already there a new column's default (`defaults`: column ->
-    row schema)."""
+def _ensure_table(
+    table: Target, shape: DataFrame, defaults: dict[str, str], retyped: frozenset[str] = frozenset()
+) -> None:
+    """Create the table on first use; widen columns (or rewrite `retyped` ones: `_widen`)
+    and add the ones a newer schema version brought, and give the rows already there a new
+    column's default (`defaults`: column -> row schema)."""
     if not table.exists():
         table.create(shape)
         return
     current = table.read().schema
-    _widen(table, current, shape.schema)
+    _widen(table, current, shape.schema, retyped)
     have = set(current.fieldNames())
     added = StructType([f for f in shape.schema.fields if f.name not in have])
     if not added.fields:
@@ -302,18 +313,25 @@ def _ensure_table(table: Target, shape: DataFrame, defaults: dict[str, str]) -> 
         table.merge(values, "true", [f"WHEN MATCHED THEN UPDATE SET {table.assign(sets)}"])
 
 
-def _widen(table: Target, current: StructType, incoming: StructType) -> None:
+def _widen(
+    table: Target, current: StructType, incoming: StructType, retyped: frozenset[str]
+) -> None:
     """Retype the table's columns a newer schema version widened (ALTER COLUMN TYPE; Delta
-    with its type widening enabled on the table); stop on any other type change. A column
-    the changes carry narrower than the table (an older layout) is cast up by the MERGE."""
+    with its type widening enabled on the table), and rewrite those of `retyped` (a
+    retype the registry refused, read across subject generations: `bridge.spark.reader`)
+    that no widening follows; stop on any other type change. A column the changes carry
+    narrower than the table (an older layout) is cast up by the MERGE."""
     have = {f.name: f.dataType for f in current.fields}
     wider: dict[str, DataType] = {}
+    rewritten: dict[str, DataType] = {}
     for f in incoming.fields:
         old = have.get(f.name)
         if old is None or old.simpleString() == f.dataType.simpleString():
             continue
         if widens(old, f.dataType, table.format):
             wider[f.name] = f.dataType
+        elif f.name in retyped and not widens(f.dataType, old, table.format):
+            rewritten[f.name] = f.dataType
         elif not widens(f.dataType, old, table.format):
             raise SchemaError(
                 f"table {table.name} column {f.name}: type {old.simpleString()} cannot change "
@@ -323,6 +341,8 @@ def _widen(table: Target, current: StructType, incoming: StructType) -> None:
             )
     if wider:
         table.retype(wider)
+    if rewritten:
+        table.rewrite(rewritten)
 
 
 def default_of(row_schema: str, column: str) -> Column:
@@ -478,6 +498,7 @@ def apply_batch(
     defaults = {
         f.name: f.metadata[DEFAULT_ROW] for f in changes.schema.fields if DEFAULT_ROW in f.metadata
     }
+    retyped = frozenset(f.name for f in changes.schema.fields if RETYPED in f.metadata)
     table = target_table(spark, target, table_format)
     existed = table.exists()
     layout: list[str] = []
@@ -493,7 +514,7 @@ def apply_batch(
             *(sf.col(c)["v"].alias(c) for c in layout if c not in key_columns),
             *TARGET_META,
         )
-        _ensure_table(table, shape, defaults)
+        _ensure_table(table, shape, defaults, retyped)
         return table.read() if existed else None
 
     latest, truncate, cached = fold(

@@ -33,6 +33,7 @@ from typing import Literal, get_args
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 from pyspark.sql.types import (
     ArrayType,
     ByteType,
@@ -236,6 +237,14 @@ class Target:
             self.spark.sql(
                 f"ALTER TABLE {self.sql} ALTER COLUMN {self.col(column)} TYPE {sql_type(kind)}"
             )
+
+    def rewrite(self, retyped: Mapping[str, DataType]) -> None:
+        """Rewrite the table with those columns cast to their new types (`try_cast`: a
+        value the type cannot hold becomes null), schema and rows in one commit
+        (`replace`; both formats keep the table's properties): a type change no ALTER
+        COLUMN TYPE makes in place, as PostgreSQL rewrote its table."""
+        rows = self.read()
+        self.replace(rows.withColumns({c: sf.col(c).try_cast(t) for c, t in retyped.items()}))
 
     def properties(self) -> dict[str, str]:
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.sql}").collect()

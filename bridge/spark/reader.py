@@ -5,6 +5,14 @@ one topic holds several writer schemas after an ALTER TABLE. Each writer id is d
 `from_avro(body, writer, {"avroSchema": reader})`, the reader being the latest version of the
 topic's value subject, so every version lands in one column layout.
 
+An ALTER the registry refuses (int -> text) is registered by the bridge under the subject's
+next generation (`<topic>-value-v2`: `bridge.spark.registry`). Each writer id is then read
+with the latest version of the generation that holds it, and the older generations' columns
+are cast to the newest's types (`try_cast`: a value the new type cannot hold reads as
+null; PostgreSQL rewrote such rows with its own USING, which no record carries). A column
+so retyped carries `RETYPED` in its metadata, and `bridge.spark.apply` rewrites a table's
+column to the new type rather than stopping, as PostgreSQL rewrote the table.
+
 Batch reads pin the offset range first: the pass that finds the writer ids also records each
 partition's first and last offset, and the returned DataFrame reads exactly that range, so a
 record produced meanwhile can neither be half-seen nor carry an undecodable new id.
@@ -38,9 +46,16 @@ from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import DataType, StructType
 
 from bridge.errors import ConfigError, SchemaError
-from bridge.spark.registry import SchemaSource, defaulted_row, row_fields, source_fields
+from bridge.spark.registry import (
+    SchemaSource,
+    changed_fields,
+    defaulted_row,
+    row_fields,
+    source_fields,
+)
 
 Tombstones = Literal["drop", "keep"]
 Mode = Literal["FAILFAST", "PERMISSIVE"]
@@ -50,6 +65,8 @@ OLD_KEY_HEADER = "__debezium.oldkey"  # bridge.encode.records' name (spark impor
 # Column metadata of a column whose field has a non-null default: the row record's schema,
 # from which `bridge.spark.apply` computes the default when the column reaches a table.
 DEFAULT_ROW = "bridge.avro.row"
+# Column metadata of a column whose type differs between the subject's generations.
+RETYPED = "bridge.avro.retyped"
 
 # `_seq`: one orderable column per change (struct comparison is field by field): the commit
 # LSN, then the change's own LSN (its position in the transaction), then the Kafka offset
@@ -227,6 +244,7 @@ class ChangeDecoder:
         self.permissive = mode == "PERMISSIVE"
         self.carry = tuple(carry)
         self._known: set[tuple[str, int]] = set()
+        self._grouped: set[tuple[str, int]] = set()  # (subject, id) placed in a generation
 
     def cache(self, batch: DataFrame) -> DataFrame:
         """A micro-batch's raw records read from Kafka once, kept (memory, then disk) for the
@@ -312,6 +330,19 @@ class ChangeDecoder:
             error.alias("_error"),
         )
 
+    def _generations(self, subject: str, ids: list[int]) -> list[tuple[str, list[int]]]:
+        """`ids` by the generation of `subject` that holds each, newest first; the
+        generations read again when an id is new to this decoder."""
+        fresh = any((subject, i) not in self._grouped for i in ids)
+        self._grouped.update((subject, i) for i in ids)
+        found = self.schemas.generations(subject, refresh=fresh)
+        if len(found) <= 1:
+            return [(subject, ids)]
+        held: dict[str, list[int]] = defaultdict(list)
+        for i in ids:
+            held[self.schemas.holder(found, i)].append(i)
+        return [(g, held[g]) for g in reversed(found) if g in held]
+
     def _reader(self, subject: str, ids: list[int]) -> str | None:
         """Latest schema of the subject, re-read when a writer id is new to this decoder."""
         fresh = any((subject, i) not in self._known for i in ids)
@@ -328,13 +359,46 @@ class ChangeDecoder:
         old_key_ids: list[int] | None = None,
     ) -> list[DataFrame]:
         old_key = self._old_key(topic, old_key_ids or [])
-        reader = self._reader(subject, ids)
-        if reader is None:  # no subject to read with: each writer schema is its own layout
-            return [
-                self._select(framed, topic, [i], self.schemas.writer(i), subject, old_key)
-                for i in ids
-            ]
-        return [self._select(framed, topic, ids, reader, subject, old_key)]
+        parts = []
+        for generation, held in self._generations(subject, ids):
+            reader = self._reader(generation, held)
+            if reader is None:  # no subject to read with: each writer schema is its own layout
+                parts += [
+                    self._select(framed, topic, [i], self.schemas.writer(i), subject, old_key)
+                    for i in held
+                ]
+            else:
+                parts.append(self._select(framed, topic, held, reader, subject, old_key))
+        generations = self.schemas.generations(subject)
+        return self._as_newest(framed, parts, generations) if len(generations) > 1 else parts
+
+    def _as_newest(
+        self, framed: DataFrame, parts: list[DataFrame], generations: list[str]
+    ) -> list[DataFrame]:
+        """The parts of a subject with several generations in the newest one's column
+        types (older ones cast, `try_cast`), the columns whose type differs between
+        generations marked `RETYPED` in every part (a batch of old records only too)."""
+        newest = self.schemas.latest(generations[-1])
+        assert newest is not None  # `generations` lists subjects that exist
+        types = _row_types(framed, newest)
+        retyped: set[str] = set()
+        for older in generations[:-1]:
+            schema = self.schemas.latest(older)
+            retyped |= changed_fields(schema, newest) if schema is not None else set()
+        out = []
+        for part in parts:
+            fields = {f.name: f for f in part.schema.fields}
+            cast = {
+                c: sf.col(c).try_cast(t)
+                for c, t in types.items()
+                if c in fields and fields[c].dataType != t
+            }
+            newest_types = part.withColumns(cast) if cast else part
+            for c in sorted(retyped & fields.keys()):
+                metadata = {**fields[c].metadata, RETYPED: "true"}
+                newest_types = newest_types.withMetadata(c, metadata)
+            out.append(newest_types)
+        return out
 
     def _from_avro(self, data: Column, framing: Column, ids: list[int], reader: str) -> Column:
         """`data` (framed) decoded by its writer id, read as `reader`."""
@@ -352,8 +416,19 @@ class ChangeDecoder:
         without a subject, the newest writer's), as JSON; null on every other record."""
         if not ids:
             return sf.lit(None).cast("string")
-        reader = self._reader(f"{topic}-key", ids) or self.schemas.writer(max(ids))
-        return sf.to_json(self._from_avro(sf.col("_okey"), sf.col("_okh"), ids, reader))
+        subject = f"{topic}-key"
+        found = [
+            sf.to_json(
+                self._from_avro(
+                    sf.col("_okey"),
+                    sf.col("_okh"),
+                    held,
+                    self._reader(generation, held) or self.schemas.writer(max(held)),
+                )
+            )
+            for generation, held in self._generations(subject, ids)
+        ]
+        return found[0] if len(found) == 1 else sf.coalesce(*found)
 
     def _select(
         self,
@@ -453,6 +528,19 @@ class ChangeDecoder:
             else:
                 out.append(sf.lit(None).cast(kind).alias(name))
         return out
+
+
+def _row_types(framed: DataFrame, reader: str) -> dict[str, DataType]:
+    """The Spark types of the row columns `reader` (an envelope or a key record) decodes
+    to, from the plan alone (nothing is read)."""
+    decoded = framed.select(from_avro(sf.lit(None).cast("binary"), reader).alias("e"))
+    record = decoded.schema["e"].dataType
+    assert isinstance(record, StructType)
+    if "after" in record.fieldNames():
+        row = record["after"].dataType
+        assert isinstance(row, StructType)
+        record = row
+    return {f.name: f.dataType for f in record.fields}
 
 
 class ChangeStream:

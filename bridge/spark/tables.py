@@ -80,7 +80,7 @@ def key_columns(decoder: ChangeDecoder, topic: str, options: TableOptions) -> li
     (or replica identity) as the bridge writes it."""
     if options.keys is not None:
         return list(options.keys)
-    schema = decoder.schemas.latest(f"{topic}-key")
+    schema = decoder.schemas.newest(f"{topic}-key")
     if schema is None:
         raise SchemaError(
             f"topic {topic} has no key schema: its table has no primary key or replica "
