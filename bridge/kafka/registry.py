@@ -120,6 +120,9 @@ class Registry:
         exists and the next does not. A new version is tried there first, never in an
         older one: generations only go forward, so a consumer that follows subjects
         follows the newest (a retype reverted is a move again, not a silent return)."""
+        # The subject itself first (its schema is read next anyway): a registry that does
+        # not answer is then reported for the subject the user knows, not for `-v2`.
+        self.latest(subject)
         n = 1
         while n < _MAX_GENERATIONS - 1 and self.latest(subject_generation(subject, n + 1)):
             n += 1

@@ -32,7 +32,7 @@ SCHEMA: dict[str, Any] = {
 TEXT = json.dumps(SCHEMA)
 SUBJECT = "p.public.t-value"
 LATEST = f"/subjects/{SUBJECT}/versions/latest"
-NEXT = f"/subjects/{SUBJECT}-v2/versions/latest"  # its next generation: asked first
+NEXT = f"/subjects/{SUBJECT}-v2/versions/latest"  # its next generation: asked second
 LOOKUP = f"/subjects/{SUBJECT}?normalize=false&deleted=false"
 NOT_FOUND = (404, {"error_code": 40401, "message": f"Subject '{SUBJECT}' not found."})
 
@@ -108,8 +108,8 @@ def test_a_registered_schema_is_looked_up_with_basic_auth_never_registered(
     assert Registry(lookups).register(SUBJECT, SCHEMA, table="public.t") == 7
     auth = "Basic cmVhZGVyOnNlY3JldA=="  # base64 of reader:secret
     assert registry.asked == [
-        ("GET", NEXT, auth, None),
         ("GET", LATEST, auth, None),
+        ("GET", NEXT, auth, None),
         ("POST", LOOKUP, auth, {"schema": TEXT, "schemaType": "AVRO", "references": []}),
     ]
 
@@ -121,8 +121,8 @@ def test_a_schema_not_registered_gets_a_local_id_and_its_text(registry: Answers)
     assert is_local(found)
     assert json.loads(lookups.text(found)) == SCHEMA
     assert [(m, p) for m, p, _, _ in registry.asked] == [
-        ("GET", NEXT),
         ("GET", LATEST),
+        ("GET", NEXT),
         ("POST", LOOKUP),
     ]
 
@@ -135,6 +135,7 @@ def test_a_schema_moved_to_a_new_subject_is_looked_up_there(registry: Answers) -
     registry.answer("POST", moved, (200, {"id": 9, "version": 1, "subject": f"{SUBJECT}-v2"}))
     assert Registry(Lookups({"url": registry.url})).register(SUBJECT, SCHEMA, table="t") == 9
     assert [(m, p) for m, p, _, _ in registry.asked] == [
+        ("GET", LATEST),
         ("GET", NEXT),
         ("GET", f"/subjects/{SUBJECT}-v3/versions/latest"),
         ("POST", moved),
