@@ -11,6 +11,8 @@ latency at a fixed offered rate. Each cell (transaction size x operation) gets o
 fresh slot and publication per reader before its backlog is written, so every
 reader drains the very same WAL, one after the other, with nothing else running:
 
+* drain: bench/drain.c, a libpq client that receives every message and drops it (a
+  status update every 10 s and when asked), until the WAL position after the load.
 * limit: `pg_recvlogical` reading its pgoutput slot with the bridge's options to
   /dev/null, until --endpos: what PostgreSQL's walsender can decode and ship.
 * bridge: `python -m bridge run`, commit to broker ack (the slot's
@@ -47,9 +49,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import e2e
 from compare_debezium import DEBEZIUM_VERSION, Debezium
 from compare_report import cell_line, header, load_average, machine, table
-from compare_workloads import OPS, TABLE, Backlog, drain, limit_options, load, prepare, run_limit
+from compare_workloads import (
+    OPS,
+    TABLE,
+    Backlog,
+    build_drain,
+    drain,
+    limit_options,
+    load,
+    prepare,
+    run_drain,
+    run_limit,
+)
 
-READERS = ("limit", "bridge", "debezium")
+READERS = ("drain", "limit", "bridge", "debezium")
 
 
 def _topic(prefix: str) -> str:
@@ -83,7 +96,7 @@ def read_backlog(
 
 
 def cell(
-    args: argparse.Namespace, stack: Any, workdir: Path, op: str, txn_rows: int
+    args: argparse.Namespace, stack: Any, workdir: Path, op: str, txn_rows: int, client: Path
 ) -> dict[str, Any]:
     """One backlog of `op` in transactions of `txn_rows`, drained by each reader in turn."""
     tag = time.time_ns() % 10**9
@@ -117,7 +130,11 @@ def cell(
             dbz.prime(e2e.wait)
         backlog = load(dsn, op, args.rows, txn_rows)
         results: dict[str, Any] = {}
-        options = limit_options(names["limit"], conn.info.server_version, args.binary)
+        version = conn.info.server_version
+        options = limit_options(names["drain"], version, args.binary)
+        results["drain"] = run_drain(client, stack, e2e.DB, names["drain"], options, backlog.end)
+        e2e.Slot(conn, names["drain"]).drop()
+        options = limit_options(names["limit"], version, args.binary)
         results["limit"] = run_limit(stack, e2e.DB, names["limit"], options, backlog.end)
         e2e.Slot(conn, names["limit"]).drop()
         source = {"binary": True} if args.binary else None
@@ -140,7 +157,10 @@ def cell(
             result["in_topic_s"] = round(result["in_topic_s"], 2)
     results["limit"]["options"] = dict(options)
     bridge_rate = results["bridge"]["rows_per_s"]
-    ratios = {"bridge/limit": round(bridge_rate / results["limit"]["rows_per_s"], 3)}
+    ratios = {
+        "bridge/limit": round(bridge_rate / results["limit"]["rows_per_s"], 3),
+        "bridge/drain": round(bridge_rate / results["drain"]["rows_per_s"], 3),
+    }
     if "debezium" in results:
         ratios["bridge/debezium"] = round(bridge_rate / results["debezium"]["rows_per_s"], 3)
     return {
@@ -162,19 +182,20 @@ def matrix(args: argparse.Namespace, stack: Any, workdir: Path) -> list[dict[str
     """
     cells = []
     dsn = str(stack.dsn(e2e.DB))
+    client = build_drain(workdir)
     print(header(), file=sys.stderr, flush=True)
     for txn_rows in args.txn_rows:
         with psycopg.connect(dsn, autocommit=True) as conn:
             prepare(conn)
         if "insert" in args.ops:
-            cells.append(cell(args, stack, workdir, "insert", txn_rows))
+            cells.append(cell(args, stack, workdir, "insert", txn_rows, client))
             print(cell_line(cells[-1]), file=sys.stderr, flush=True)
         else:
             load(dsn, "insert", args.rows, args.rows)
         if "update" in args.ops:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(f"VACUUM ANALYZE {TABLE}")
-            cells.append(cell(args, stack, workdir, "update", txn_rows))
+            cells.append(cell(args, stack, workdir, "update", txn_rows, client))
             print(cell_line(cells[-1]), file=sys.stderr, flush=True)
     return cells
 

@@ -16,6 +16,7 @@ COLUMNS = (
     ("op", 7),
     ("load s", 7),
     ("WAL MiB", 8),
+    ("drain r/s", 10),
     ("limit r/s", 10),
     ("bridge r/s", 11),
     ("in topic", 9),
@@ -26,6 +27,7 @@ COLUMNS = (
     ("CPU s", 7),
     ("RSS MiB", 8),
     ("br/limit", 9),
+    ("br/drain", 9),
     ("br/dbz", 7),
 )
 
@@ -71,6 +73,7 @@ def cell_line(cell: dict[str, Any]) -> str:
             cell["op"],
             f"{cell['load_s']:.1f}",
             f"{cell['wal_mib']:.0f}",
+            f"{cell['drain']['rows_per_s']:,}" if "drain" in cell else "-",
             f"{cell['limit']['rows_per_s']:,}",
             f"{bridge['rows_per_s']:,}",
             _in_topic(bridge),
@@ -81,6 +84,7 @@ def cell_line(cell: dict[str, Any]) -> str:
             f"{dbz['cpu_s']:.1f}" if dbz else "-",
             f"{dbz['peak_rss_mib']:.0f}" if dbz else "-",
             f"{ratios['bridge/limit']:.3f}",
+            f"{ratios['bridge/drain']:.3f}" if "bridge/drain" in ratios else "-",
             f"{ratios['bridge/debezium']:.2f}" if "bridge/debezium" in ratios else "-",
         ]
     )

@@ -132,6 +132,22 @@ def limit_options(
     )
 
 
+def _lsn_text(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def _timed(what: str, argv: list[str], password: str) -> tuple[float, bytes]:
+    """Run a client to its end: its wall time, start-up (connecting) included, and output."""
+    env = {**os.environ, "PGPASSWORD": password}
+    t0 = time.monotonic()
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        out, err = proc.communicate(timeout=3600)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed ({proc.returncode}): {err.decode()}")
+    return wall, out
+
+
 def run_limit(
     stack: Any, dbname: str, slot: str, options: list[tuple[str, str]], end: int
 ) -> dict[str, Any]:
@@ -139,18 +155,38 @@ def run_limit(
     argv = [
         str(PG_BIN / "pg_recvlogical"),
         "-h", stack.pg_host, "-p", str(stack.pg_port), "-U", stack.pg_user, "-d", dbname,
-        "-S", slot, "--start", "--no-loop", "-f", "/dev/null",
-        f"--endpos={end >> 32:X}/{end & 0xFFFFFFFF:X}",
+        "-S", slot, "--start", "--no-loop", "-f", "/dev/null", f"--endpos={_lsn_text(end)}",
         *(arg for name, value in options for arg in ("-o", f"{name}={value}")),
     ]  # fmt: skip
-    env = {**os.environ, "PGPASSWORD": stack.pg_password}
-    t0 = time.monotonic()
-    with subprocess.Popen(argv, env=env, stderr=subprocess.PIPE) as proc:
-        _, err = proc.communicate(timeout=3600)
-    wall = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"pg_recvlogical failed ({proc.returncode}): {err.decode()}")
-    return {"seconds": wall}
+    return {"seconds": _timed("pg_recvlogical", argv, stack.pg_password)[0]}
+
+
+def build_drain(workdir: Path) -> Path:
+    """bench/drain.c compiled against the system's libpq, into `workdir`."""
+    binary = workdir / "drain"
+    include = subprocess.run(
+        [str(PG_BIN / "pg_config"), "--includedir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    source = Path(__file__).resolve().parent / "drain.c"
+    command = ["cc", "-O2", "-Wall", "-o", str(binary), str(source), f"-I{include}", "-lpq"]
+    subprocess.run(command, check=True)
+    return binary
+
+
+def run_drain(
+    binary: Path, stack: Any, dbname: str, slot: str, options: list[tuple[str, str]], end: int
+) -> dict[str, Any]:
+    """bench/drain.c until `end`: the walsender with a client that drops every message
+    (pg_recvlogical writes each to its output file)."""
+    conninfo = (
+        f"host={stack.pg_host} port={stack.pg_port} user={stack.pg_user} dbname={dbname} "
+        "replication=database"
+    )
+    literal = {name: "'" + value.replace("'", "''") + "'" for name, value in options}
+    rendered = ", ".join(f'"{name}" {value}' for name, value in literal.items())
+    argv = [str(binary), conninfo, slot, _lsn_text(end), f"({rendered})"]
+    seconds, out = _timed("drain", argv, stack.pg_password)
+    return {"seconds": seconds, "messages": int(out)}
 
 
 def proc_peak_rss_mib(pid: int) -> float:

@@ -2,7 +2,7 @@
 
     python bench/snapshot.py [--rows 1000000] [--workers 1,4] [--chunk-size 10000]
                              [--table compare|writes] [--writes] [--verify]
-                             [--exactly-once] [--stack-json FILE]
+                             [--exactly-once] [--stream] [--stack-json FILE]
 
 One table of `--rows` rows, vacuumed and analyzed: by default bench/compare.py's
 10-column table (int, bigint, text, numeric, timestamptz, bool, jsonb, uuid, float8,
@@ -23,7 +23,11 @@ transactions during the snapshot; `--verify` then stops the writes and checks th
 the keyed state in Kafka (last record per key, deletes and tombstones remove it)
 equals the table, row for row — the 1-million-row version of
 tests/snapshot/test_initial.py. `--exactly-once` runs the bridge with
-`kafka.exactly_once` (what a standby pair needs). Without `--stack-json` (the JSON line
+`kafka.exactly_once` (what a standby pair needs). `--stream` sets the stream beside the
+snapshots in the same run: bench/compare.py's cell of `--rows` inserts in 100-row
+transactions (drain, pg_recvlogical, the bridge over one backlog) before the snapshots
+and again after them, and each snapshot's rows/s over the mean of the two bridge
+drains. Without `--stack-json` (the JSON line
 printed by `python deploy/local/stack.py up`) the local stack is started and stopped here.
 """
 
@@ -48,9 +52,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test helpers import their siblings by name
 
+import compare  # noqa: E402
 from compare_workloads import TABLE as COMPARE_TABLE  # noqa: E402
-from compare_workloads import load  # noqa: E402
+from compare_workloads import build_drain, load  # noqa: E402
 from compare_workloads import prepare as prepare_compare  # noqa: E402
+from e2e import DB as STREAM_DB  # noqa: E402
 from e2e import load_stack  # noqa: E402
 
 from bridge.build import build_pipeline  # noqa: E402
@@ -229,6 +235,25 @@ def forget(conn: psycopg.Connection[Any], slot: str) -> None:
     conn.execute("DROP SCHEMA bridge CASCADE")
 
 
+def stream(stack: Any, rows: int, client: Path, workdir: Path) -> tuple[float, float]:
+    """bench/compare.py's cell of `rows` inserts in 100-row transactions, in its own
+    database on a fresh table: (the bridge's rows/s, its CPU-µs/row)."""
+    with psycopg.connect(str(stack.dsn(STREAM_DB)), autocommit=True) as conn:
+        prepare_compare(conn)
+    args = argparse.Namespace(rows=rows, skip_debezium=True, binary=False, schemas=False)
+    cell = compare.cell(args, stack, workdir, "insert", 100, client)
+    bridge = cell["bridge"]
+    cpu_us = bridge["cpu_s"] * 1e6 / rows
+    print(
+        f"stream: {rows:,} inserts in 100-row transactions: drain "
+        f"{cell['drain']['rows_per_s']:,} rows/s, pg_recvlogical {cell['limit']['rows_per_s']:,}, "
+        f"bridge {bridge['rows_per_s']:,} rows/s at {cpu_us:.1f} CPU-µs/row "
+        f"(load {os.getloadavg()[0]:.2f})",
+        flush=True,
+    )
+    return bridge["rows_per_s"], cpu_us
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -243,23 +268,45 @@ def main() -> None:
     parser.add_argument("--writes", action="store_true", help="write during the snapshot")
     parser.add_argument("--verify", action="store_true", help="check Kafka's final state")
     parser.add_argument("--exactly-once", action="store_true", help="kafka.exactly_once")
+    parser.add_argument(
+        "--stream", action="store_true", help="the stream's 100-row insert cell before and after"
+    )
     parser.add_argument("--stack-json", help="connection info of a running local stack")
     args = parser.parse_args()
     if args.writes and args.table != "writes":
         parser.error("--writes changes the columns of --table writes")
+    if args.stream and args.stack_json:
+        parser.error("--stream runs bench/compare.py's cell, on a stack started here")
     table = COMPARE_TABLE if args.table == "compare" else "t"
     stack, owned = start_stack(args.stack_json)
     try:
+        streams = []
+        if args.stream:
+            stack.create_database(STREAM_DB)
+            workdir = Path(tempfile.mkdtemp(prefix="bench-snapshot-stream-"))
+            client = build_drain(workdir)
+            streams.append(stream(stack, args.rows, client, workdir))
         prepare(stack, args.rows, table)
         flags = args.writes, args.verify, args.exactly_once
         results = [
             (workers, *run(stack, table, workers, args.chunk_size, args.copy_format, *flags))
             for workers in (int(w) for w in args.workers.split(","))
         ]
+        if args.stream:
+            streams.append(stream(stack, args.rows, client, workdir))
+            shutil.rmtree(workdir, ignore_errors=True)
         base = results[0][1]
         print("| readers | rows/s | bridge CPU-µs/row | PostgreSQL CPU-µs/row | vs first run |")
         for workers, rate, cpu, pg in results:
             print(f"| {workers} | {rate:,.0f} | {cpu:.1f} | {pg:.1f} | x{rate / base:.2f} |")
+        if streams:
+            mean = sum(rate for rate, _ in streams) / len(streams)
+            print(
+                "stream (bridge, 100-row inserts) before / after: "
+                + " / ".join(f"{rate:,.0f} rows/s at {cpu:.1f} CPU-µs/row" for rate, cpu in streams)
+                + "; snapshot rows/s over their mean: "
+                + ", ".join(f"readers={w} x{rate / mean:.2f}" for w, rate, _, _ in results)
+            )
     finally:
         if owned is not None:
             owned.stop()

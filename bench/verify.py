@@ -3,7 +3,7 @@ the topic's per-key states in memory and on disk.
 
     python bench/verify.py [--rows 1000000] [--mismatches 100] [--disk-limit-mb 16]
                            [--modes default,disk] [--no-repair] [--stack-json FILE]
-                           [--tree OTHER_CHECKOUT]
+                           [--tree OTHER_CHECKOUT] [--stream-rows N]
 
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
@@ -19,7 +19,9 @@ states on disk); `--modes` picks one:
    (changes Kafka never gets): the same, and each must find exactly those;
 3. (unless `--no-repair`) `--repair` of them, timed, then a verify that must report 0;
 4. the stream in the same sitting (`stream_cost`): the bridge's CPU µs per row streaming
-   an update of every row in 100-row transactions, the figure verify's compare with.
+   an update of every row (or of the first `--stream-rows`: at 10M rows the update
+   would take longer than the verifications) in 100-row transactions, the figure
+   verify's compare with.
 Memory: bytes per key the states take in the dict (tracemalloc over 100,000 keys of this
 table's shape, beside the store's estimate) and the width of an entry on disk.
 """
@@ -273,7 +275,7 @@ def unpublished_updates(
 
 
 def stream_cost(conn: psycopg.Connection[Any], slot: str, rows: int) -> None:
-    """The stream's cost in this sitting, for the ratio: every row of t updated in 100-row
+    """The stream's cost in this sitting, for the ratio: rows 1..`rows` of t updated in 100-row
     transactions and streamed by the bridge in this process; its CPU (this process: the
     bridge's threads, the rest idles) from the first update until the slot confirms the
     last."""
@@ -351,10 +353,10 @@ def measure(
         print(f"repair: {done.reread} rows re-emitted in {seconds:.1f}s", flush=True)
         after = timed(path, conn, "after repair", next(reversed(modes.values())))
         assert after["status"] == "equal", after
-    stream_cost(conn, slot, args.rows)
+    stream_cost(conn, slot, args.stream_rows or args.rows)
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--mismatches", type=int, default=100)
@@ -373,8 +375,15 @@ def main() -> None:
         help="another checkout whose `bridge verify` runs before this one's, each time "
         "(python -m bridge there, with its .venv if it has one): before/after in one sitting",
     )
+    parser.add_argument(
+        "--stream-rows", type=int, help="rows the stream's cost updates (default: --rows)"
+    )
     parser.add_argument("--stack-json", help="connection info of a running local stack")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     stack, owned = start_stack(args.stack_json)
     try:
         prepare(stack, args.rows)
@@ -400,7 +409,9 @@ def main() -> None:
             return bool(tables) and all(s.done for s in tables)
 
         wait_for(streamed, 3600, "the initial snapshot", every=0.5)
-        dumped = cfg.model_dump(mode="json", exclude_none=True)
+        # settings left at their defaults are left out: an older --tree's Config may not
+        # know them (extra keys are refused)
+        dumped = cfg.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
         dumped["source"]["password"] = stack.pg_password  # dumped masked
         path = workdir / "bridge.yaml"
         path.write_text(json.dumps(dumped))
