@@ -54,7 +54,12 @@ from confluent_kafka import Producer as KafkaProducer
 from bridge.config import Config
 from bridge.errors import BridgeError, DeliveryError, SlotLostError
 from bridge.kafka.eos import ensure_offsets_topic, read_last_value
-from bridge.kafka.producer import is_fenced, kafka_client_config, transaction_error
+from bridge.kafka.producer import (
+    is_fenced,
+    kafka_client_config,
+    nothing_to_service,
+    transaction_error,
+)
 from bridge.lsn import LSN
 from bridge.metrics import Metrics
 from bridge.source import libpq, slots
@@ -180,10 +185,6 @@ def state_topic(cfg: Config) -> str:
     return cfg.kafka.state_topic or f"{cfg.kafka.topic_prefix}.bridge_state"
 
 
-def _no_op() -> None:
-    return None
-
-
 class StateTopic:
     """The state topic's one writer in this bridge (slot positions, read-only snapshot runs),
     on a producer of its own so its records never wait for a data transaction. Build it with
@@ -211,7 +212,7 @@ class StateTopic:
         self.transactional = False
         # What a transactional write runs while it waits for Kafka (the pipeline sets its
         # stream's service: PostgreSQL keeps being answered).
-        self.while_blocked: Callable[[], None] = _no_op
+        self.while_blocked: Callable[[], None] = nothing_to_service
 
     @classmethod
     def open(cls, cfg: Config) -> StateTopic:

@@ -198,7 +198,9 @@ def _refused(topic: str, exc: KafkaException, table: str | None = None) -> Deliv
     return delivery_error(topic, None, err.str(), table)
 
 
-def _no_op() -> None:
+def nothing_to_service() -> None:
+    """The `while_blocked` of a producer whose caller has no connection to keep answered
+    while it waits for Kafka (and the default of every such hook)."""
     return None
 
 
@@ -219,7 +221,7 @@ class Producer:
         overrides: Mapping[str, ConfigValue] | None = None,
         max_in_flight_records: int = 100_000,
         max_in_flight_bytes: int = 256 << 20,
-        while_blocked: Callable[[], None] = _no_op,
+        while_blocked: Callable[[], None] = nothing_to_service,
         poll_every: int = 1_000,
         blocked_poll_s: float = 0.1,
         client: Callable[[dict[str, Any]], Any] = _Client,

@@ -51,7 +51,7 @@ from bridge.encode.copyrows import unpack_records
 from bridge.errors import ConfigError, SourceError
 from bridge.kafka.acks import AckTracker, TxHandle
 from bridge.kafka.eos import TRANSACTION_TIMEOUT_MS
-from bridge.kafka.producer import Producer, kafka_client_config
+from bridge.kafka.producer import Producer, kafka_client_config, nothing_to_service
 from bridge.kafka.registry import KnownSchemas, open_registry
 from bridge.record import KafkaRecord
 from bridge.snapshot import catalog, chunks
@@ -99,11 +99,7 @@ def fence(cfg: Config) -> None:
     snapshot's transactional id, before this bridge streams ahead of a snapshot it resumes
     (the stream's changes must not be overtaken by an old active's queued row images)."""
     if cfg.kafka.exactly_once:
-        snapshot_producer(cfg, AckTracker(), _no_op).close()
-
-
-def _no_op() -> None:
-    return None
+        snapshot_producer(cfg, AckTracker(), nothing_to_service).close()
 
 
 class _InFlight(NamedTuple):

@@ -288,7 +288,7 @@ def _deletes(
     out: list[KafkaRecord] = []
     for kept in ghosts:
         before = dict.fromkeys(decoder.fields)
-        before.update(decoder.key_fields(kept.raw_key, f"{result.table} ghost key"))
+        before.update(decoder.read(kept.raw_key, f"{result.table} ghost key"))
         env = _filled(
             envelope,
             {

@@ -189,10 +189,6 @@ class Decoder:
         self._schema(found)
         return self._key_raw is not None and bool(self._raw[found] == self._key_raw)
 
-    def key_fields(self, data: bytes, where: str) -> dict[str, Any]:
-        """The key's fields as its writer schema has them (wire values)."""
-        return self.read(data, where)
-
     def key_of(self, values: Mapping[str, Any]) -> bytes | None:
         """The current key's Avro body from values by column name (a key's or a row's);
         None when one is missing or does not fit the current key's type."""
@@ -218,7 +214,7 @@ class Decoder:
             raise SchemaError(f"{where}: the table has no key schema", hint="not verifiable")
         if self.current_key(schema_id(data, where)):
             return data[_HEADER.size :]
-        fields = self.key_fields(data, where)
+        fields = self.read(data, where)
         body = self.key_of(fields)
         if body is None:
             raise SchemaError(
@@ -486,7 +482,7 @@ class TopicState:
         """The identity of an old key header's key (None: placed nowhere)."""
         if self.decoder.current_key(schema_id(key, where)):
             return scan.ident(key[_HEADER.size :])
-        fields = self.decoder.key_fields(key, where)
+        fields = self.decoder.read(key, where)
         body = self._places.get(_named(fields)) or self.decoder.key_of(fields)
         return None if body is None else scan.ident(body)
 
@@ -495,7 +491,7 @@ class TopicState:
         decoder = self.decoder
         if decoder.current_key(schema_id(key, where)):
             return key[_HEADER.size :]
-        body = decoder.key_of(decoder.key_fields(key, where))
+        body = decoder.key_of(decoder.read(key, where))
         if body is None:
             env = decoder.current(value, where)
             body = decoder.key_of(env.get("after") or env.get("before") or {})
@@ -546,7 +542,7 @@ class TopicState:
         """The current key a record of another key schema addresses (class docstring), or
         None when its values do not say; sets `_gone` when its row moves."""
         decoder = self.decoder
-        fields = decoder.key_fields(key, where)
+        fields = decoder.read(key, where)
         name = _named(fields)
         last = self._places.get(name)
         env = decoder.current(value, where)

@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
-APT_PACKAGES=(postgresql-15 postgresql-15-pglogical maven gcc libc6-dev)  # gcc: setup.py's mypyc build
+APT_PACKAGES=(postgresql-15 postgresql-15-pglogical maven gcc libc6-dev libpq-dev)  # gcc: setup.py's mypyc build; libpq-dev: bench/drain.c
 VENV="$ROOT/.venv"
 STAMP="$VENV/.pgkb-installed-sources.sha256"
 

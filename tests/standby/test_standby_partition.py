@@ -9,12 +9,14 @@ which no cut touches. The servers are this module's stack, listening on those li
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -133,31 +135,18 @@ def test_a_position_write_held_up_in_a_frozen_active_never_lands_after_the_takeo
             "the old active confirming the quiet stream",
             detail=old.log,
         )
-        bridge_netns.cut("kafka")
-        try:
-            _noise(pg_conn)  # the quiet stream passes it: its position is recorded at once
-            wait_for(
-                lambda: unacked_bytes(bridge_netns, "kafka") > 0,
-                60,
-                "the old active's position write held up by the cut",
-                detail=old.log,
-            )
-            old.freeze()
-            try:
-                fault = Fault(time.time() * 1000, stream.monitor.flushed(), "frozen mid-write")
-                wait_taking_over(new, 0)
-                wait_slot_active(pg_conn, slot_name, new)
-                stream.writer.resume()
-                _more_records(stream, new, 300)  # the new active recorded newer positions
-            finally:
-                bridge_netns.restore("kafka")
-            wait_for(
-                lambda: unacked_bytes(bridge_netns, "kafka") == 0,
-                120,
-                "the frozen active's kernel delivering what it held",
-            )
-        finally:
-            old.thaw()
+        with _frozen_holding_kafka_bytes(
+            bridge_netns,
+            old,
+            "the old active's position write held up by the cut",
+            # the quiet stream passes it: its position is recorded at once
+            after_cut=lambda: _noise(pg_conn),
+        ):
+            fault = Fault(time.time() * 1000, stream.monitor.flushed(), "frozen mid-write")
+            wait_taking_over(new, 0)
+            wait_slot_active(pg_conn, slot_name, new)
+            stream.writer.resume()
+            _more_records(stream, new, 300)  # the new active recorded newer positions
         code = old.wait(90)
         log = old.log()
         assert code not in (None, 0), f"the resumed old active went on (exit {code}):\n{log}"
@@ -176,6 +165,42 @@ def test_a_position_write_held_up_in_a_frozen_active_never_lands_after_the_takeo
     summary = check("standby: frozen mid-write", rows, stream.reader.records, [fault], True)
     assert_clean(summary)
     assert _rebuilt(stream.reader.records) == _table(pg_conn)
+
+
+@contextlib.contextmanager
+def _frozen_holding_kafka_bytes(
+    netns: Netns,
+    old: Any,
+    held: str,
+    *,
+    after_cut: Callable[[], object] | None = None,
+    slowed: bool = False,
+) -> Iterator[None]:
+    """Cut the old active's Kafka link, wait until its kernel holds bytes for the broker that
+    the broker has not acknowledged (`held` says what they are), and keep the old active
+    frozen for the block, where the standby takes over. Afterwards the link comes back
+    (unthrottled too if `slowed`) and, with the old active still frozen, its kernel delivers
+    what it held; only then is it thawed. So whatever the old active had under way reaches
+    the broker after the take-over, which is what the freeze tests are about."""
+    netns.cut("kafka")
+    try:
+        if after_cut is not None:
+            after_cut()
+        wait_for(lambda: unacked_bytes(netns, "kafka") > 0, 60, held, detail=old.log)
+        old.freeze()
+        try:
+            yield
+        finally:
+            if slowed:
+                netns.unslow("kafka")
+            netns.restore("kafka")
+        wait_for(
+            lambda: unacked_bytes(netns, "kafka") == 0,
+            120,
+            "the frozen active's kernel delivering what it held",
+        )
+    finally:
+        old.thaw()
 
 
 def _noise(conn: psycopg.Connection[Any]) -> LSN:
@@ -260,58 +285,41 @@ def test_snapshot_records_held_up_in_a_frozen_active_never_land_after_the_takeov
             "the old active's first chunk recorded",
             detail=old.log,
         )
-        bridge_netns.cut("kafka")
-        try:
+        with _frozen_holding_kafka_bytes(
+            bridge_netns, old, "snapshot records held up by the cut", slowed=True
+        ):
+            assert _snapshot_state(pg_conn) == "running", "the snapshot ended before"
+            assert _chunks_done(pg_conn) < SNAPSHOT_ROWS // SNAPSHOT_CHUNK
+            pg_conn.execute("UPDATE snap_rows SET v = 1")
+            wait_taking_over(new, 0)
+
+            def snapshot_done() -> bool:
+                new.check()
+                reader.poll(0.2)  # decoding is slow: read as it comes
+                return _snapshot_state(pg_conn) == "done"
+
             wait_for(
-                lambda: unacked_bytes(bridge_netns, "kafka") > 0,
-                60,
-                "snapshot records held up by the cut",
-                detail=old.log,
+                snapshot_done,
+                180,
+                "the new active finishing the snapshot",
+                every=0,
+                detail=lambda: new.log()[-3000:],
             )
-            old.freeze()
-            try:
-                assert _snapshot_state(pg_conn) == "running", "the snapshot ended before"
-                assert _chunks_done(pg_conn) < SNAPSHOT_ROWS // SNAPSHOT_CHUNK
-                pg_conn.execute("UPDATE snap_rows SET v = 1")
-                wait_taking_over(new, 0)
+            pg_conn.execute("UPDATE snap_rows SET v = 2")
+            updated = dict.fromkeys(range(1, SNAPSHOT_ROWS + 1), 2)
 
-                def snapshot_done() -> bool:
-                    new.check()
-                    reader.poll(0.2)  # decoding is slow: read as it comes
-                    return _snapshot_state(pg_conn) == "done"
+            def caught_up() -> bool:
+                new.check()
+                reader.poll(0.2)
+                return _rebuilt_v(reader.records) == updated
 
-                wait_for(
-                    snapshot_done,
-                    180,
-                    "the new active finishing the snapshot",
-                    every=0,
-                    detail=lambda: new.log()[-3000:],
-                )
-                pg_conn.execute("UPDATE snap_rows SET v = 2")
-                updated = dict.fromkeys(range(1, SNAPSHOT_ROWS + 1), 2)
-
-                def caught_up() -> bool:
-                    new.check()
-                    reader.poll(0.2)
-                    return _rebuilt_v(reader.records) == updated
-
-                wait_for(
-                    caught_up,
-                    300,
-                    "the new active's second update of every row",
-                    every=0,
-                    detail=lambda: _summary(reader.records, None),
-                )
-            finally:
-                bridge_netns.unslow("kafka")
-                bridge_netns.restore("kafka")
             wait_for(
-                lambda: unacked_bytes(bridge_netns, "kafka") == 0,
-                120,
-                "the frozen active's kernel delivering what it held",
+                caught_up,
+                300,
+                "the new active's second update of every row",
+                every=0,
+                detail=lambda: _summary(reader.records, None),
             )
-        finally:
-            old.thaw()
         code = old.wait(90)
         new.terminate()
         assert new.wait(60) == 0, new.log()
