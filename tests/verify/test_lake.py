@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 from running import running
 from schema.live import unique
@@ -62,8 +63,8 @@ def _delivered(cfg: Config, conn: psycopg.Connection[Any]) -> None:
     await_delivered(cfg, conn, int(LSN.parse(row[0])), 60)
 
 
-def _items(result: Verification) -> Any:
-    (found,) = [t for t in result.tables if t.table == "public.items"]
+def _items(result: Verification, table: str = "public.items") -> Any:
+    (found,) = [t for t in result.tables if t.table == table]
     return found
 
 
@@ -219,3 +220,60 @@ def test_repair_reemits_what_differs_only_in_the_lake(
     assert again.ok, as_json(again)
     assert _items(again).lake is not None
     assert dict(_items(again).lake.counts) == {"equal": 29}
+
+
+def test_a_column_retyped_int_to_text_is_followed_by_verify_and_the_lake(
+    stack: Any,
+    pg_conn: psycopg.Connection[Any],
+    pg_db: str,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    """Default settings: ALTER COLUMN TYPE int -> text, refused under BACKWARD, moves the
+    value subject to `-v2` and the bridge streams on. Verify (by itself and --spark) reads
+    both generations; the Spark apply's Delta table (--lake) follows the retype. Rows the
+    rewrite did not send differ in the topic (their records hold the int) and equal
+    PostgreSQL in the lake (the apply cast them, as PostgreSQL did); once sent again,
+    everything is equal."""
+    pg_conn.execute(
+        "CREATE TABLE retyped (id int PRIMARY KEY, n int);"
+        "CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text)"
+    )
+    publication = unique("pub")
+    pg_conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE retyped, signals")
+    cfg = bridge_config(stack, pg_db, publication)
+    assert cfg.registry.on_incompatible == "new_subject"
+    topic = f"{cfg.kafka.topic_prefix}.public.retyped"
+    subject = f"{topic}-value"
+    path = str(tmp_path / "retyped")
+    lake, tables = {"public.retyped": path}, ["public.retyped"]
+    client = SchemaRegistryClient({"url": cfg.registry.url})
+    with running(cfg) as bridge:
+        pg_conn.execute("INSERT INTO retyped SELECT g, g * 10 FROM generate_series(1, 4) g")
+        _delivered(cfg, pg_conn)
+        client.set_compatibility(subject_name=subject, level="BACKWARD")
+        _apply(spark, cfg, topic, path)
+        pg_conn.execute("ALTER TABLE retyped ALTER COLUMN n TYPE text")
+        pg_conn.execute("UPDATE retyped SET n = n || ' as text' WHERE id <= 2")
+        pg_conn.execute("INSERT INTO retyped VALUES (5, 'five')")
+        pg_conn.execute("DELETE FROM retyped WHERE id = 4")
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)
+        partly = verify(cfg, tables, timeout=60, delta=lake, spark=spark)
+        pg_conn.execute("UPDATE retyped SET n = n WHERE id = 3")  # sent again, as text
+        _delivered(cfg, pg_conn)
+        _apply(spark, cfg, topic, path)
+        clean = verify(cfg, tables, timeout=60, delta=lake, spark=spark)
+        in_spark = verify(cfg, tables, timeout=60, delta=lake, spark=spark, distributed=True)
+        bridge.check()
+    assert client.get_versions(subject) == [1]
+    assert client.get_versions(f"{subject}-v2") == [1]
+    found = _items(partly, "public.retyped")
+    assert (found.equal, found.missing, found.ghosts, found.different) == (3, 0, 0, 1)
+    assert found.samples == {"different": ['{"id": 3}']}
+    assert found.lake is not None and dict(found.lake.counts) == {"equal": 4}
+    for result in (clean, in_spark):
+        assert result.ok, as_json(result)
+        done = _items(result, "public.retyped")
+        assert (done.equal, done.missing, done.ghosts, done.different) == (4, 0, 0, 0)
+        assert done.lake is not None and dict(done.lake.counts) == {"equal": 4}
