@@ -4,6 +4,7 @@ the topic's per-key states in memory and on disk.
     python bench/verify.py [--rows 1000000] [--mismatches 100] [--disk-limit-mb 16]
                            [--modes default,disk] [--no-repair] [--stack-json FILE]
                            [--tree OTHER_CHECKOUT] [--stream-rows N]
+                           [--state FILE [--setup-only]]
 
 bench/snapshot.py's table (`id bigint PRIMARY KEY, v int, s text, n numeric(12,2),
 ts timestamptz, flag bool`) of `--rows` rows is streamed by the bridge (initial snapshot,
@@ -22,6 +23,9 @@ states on disk); `--modes` picks one:
    an update of every row (or of the first `--stream-rows`: at 10M rows the update
    would take longer than the verifications) in 100-row transactions, the figure
    verify's compare with.
+`--setup-only --state FILE` (with `--stack-json`) loads and streams the table and stops;
+a later run with the same `--state` measures on it (a 10M-row table takes longer to load
+and stream than its verifications: the setup can run apart, niced).
 Memory: bytes per key the states take in the dict (tracemalloc over 100,000 keys of this
 table's shape, beside the store's estimate) and the width of an entry on disk.
 """
@@ -378,37 +382,68 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--stream-rows", type=int, help="rows the stream's cost updates (default: --rows)"
     )
+    parser.add_argument(
+        "--state",
+        help="a file that keeps the loaded, streamed table between --setup-only and the "
+        "measuring run (with --stack-json), so a long setup runs apart from the measurement",
+    )
+    parser.add_argument(
+        "--setup-only", action="store_true", help="load and stream the table, save --state, stop"
+    )
     parser.add_argument("--stack-json", help="connection info of a running local stack")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if (args.state or args.setup_only) and not (args.state and args.stack_json):
+        parser.error("--state and --setup-only need --state and --stack-json")
+    return args
 
 
-def main() -> None:
-    args = arguments()
-    stack, owned = start_stack(args.stack_json)
-    try:
-        prepare(stack, args.rows)
-        conn = psycopg.connect(dsn(stack, DB), autocommit=True)
+def setup(stack: Any, rows: int) -> dict[str, Any]:
+    """The table of `rows` rows, its publication and the bridge's configuration: what the
+    runs need, kept in --state between a --setup-only process and the measuring one."""
+    prepare(stack, rows)
+    with psycopg.connect(dsn(stack, DB), autocommit=True) as conn:
         publication = f"bench_{uuid.uuid4().hex[:8]}"
         conn.execute(f"CREATE PUBLICATION {publication} FOR TABLE t")
         conn.execute("DROP TABLE IF EXISTS signals")
         conn.execute("CREATE TABLE signals (id text PRIMARY KEY, type text NOT NULL, data text)")
         conn.execute(f"ALTER PUBLICATION {publication} ADD TABLE signals")
-        workdir = Path(tempfile.mkdtemp(prefix="bench-verify-"))
-        slot = f"bench_{uuid.uuid4().hex[:8]}"
-        config = settings(stack, DB, slot, publication, f"bv{uuid.uuid4().hex[:8]}", workdir)
-        config["source"]["publication_mode"] = "disabled"
-        config["snapshot"].update(signal_table="public.signals", progress_bar="never")
-        config["log"] = {"level": "WARNING"}
-        cfg = Config(**config)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-verify-"))
+    slot = f"bench_{uuid.uuid4().hex[:8]}"
+    config = settings(stack, DB, slot, publication, f"bv{uuid.uuid4().hex[:8]}", workdir)
+    config["source"]["publication_mode"] = "disabled"
+    config["snapshot"].update(signal_table="public.signals", progress_bar="never")
+    config["log"] = {"level": "WARNING"}
+    return {"publication": publication, "slot": slot, "workdir": str(workdir), "config": config}
+
+
+def main() -> None:
+    args = arguments()
+    stack, owned = start_stack(args.stack_json)
+    state = Path(args.state) if args.state else None
+    try:
+        resumed = state is not None and state.exists()  # a --setup-only run streamed it
+        kept = json.loads(state.read_text()) if state and resumed else setup(stack, args.rows)
+        publication, slot, workdir = kept["publication"], kept["slot"], Path(kept["workdir"])
+        conn = psycopg.connect(dsn(stack, DB), autocommit=True)
+        cfg = Config(**kept["config"])
         pipeline = build_pipeline(cfg)
         thread = threading.Thread(target=pipeline.run, name="bridge", daemon=True)
         thread.start()
 
-        def streamed() -> bool:
+        def streamed() -> bool:  # a resumed bridge keeps no progress of its done snapshot
+            if resumed:
+                return not released(conn, slot)  # it streams
             tables = snapshot_tables(pipeline)
             return bool(tables) and all(s.done for s in tables)
 
         wait_for(streamed, 3600, "the initial snapshot", every=0.5)
+        if args.setup_only:
+            assert state is not None
+            pipeline.stop()
+            thread.join(120)
+            state.write_text(json.dumps(kept))
+            print(f"set up: {args.rows:,} rows streamed; measure with --state {state}", flush=True)
+            return
         # settings left at their defaults are left out: an older --tree's Config may not
         # know them (extra keys are refused)
         dumped = cfg.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
@@ -424,6 +459,8 @@ def main() -> None:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
             conn.execute(f"DROP PUBLICATION {publication}")
             conn.execute("DROP SCHEMA IF EXISTS bridge CASCADE")
+            if state is not None:
+                state.unlink(missing_ok=True)
         state_sizes()
     finally:
         if owned is not None:
