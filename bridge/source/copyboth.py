@@ -28,7 +28,8 @@ class CopyReader:
         consume: Callable[[], None],
         end_of_copy: Callable[[], NoReturn],
     ) -> None:
-        self._pg = pgconn
+        # Bound once, not looked up on every message.
+        self._get_copy_data = pgconn.get_copy_data
         self._waiter = waiter
         self._consume = consume  # libpq's consume_input, its error as the bridge's
         self._end_of_copy = end_of_copy  # the stream ended: the server's error, raised
@@ -36,14 +37,23 @@ class CopyReader:
     def read(self, timeout: float) -> bytes | None:
         """Next CopyData message (copied out of libpq's buffer), or None if none arrived
         within `timeout` seconds (or a stop came first)."""
-        nbytes, data = self._pg.get_copy_data(1)
+        # Typed as the (int, memoryview) tuple psycopg returns: unpacked by index and the
+        # count compared natively, where an untyped result was unpacked through an
+        # iterator and compared generically (~500 instructions a message).
+        got: tuple[int, Any] = self._get_copy_data(1)
+        nbytes = got[0]
         if nbytes == 0:
             if timeout > 0 and not self._waiter.ready(READ, timeout):
                 return None
             self._consume()
-            nbytes, data = self._pg.get_copy_data(1)
+            got = self._get_copy_data(1)
+            nbytes = got[0]
             if nbytes == 0:
                 return None
         if nbytes > 0:
-            return bytes(data)  # from psycopg's memoryview over libpq's buffer
+            # Copied out of psycopg's memoryview over libpq's buffer: `tobytes()` copies
+            # straight away, where `bytes(view)` first looks for `__bytes__` and goes
+            # through the buffer protocol (~900 instructions more for 300 bytes).
+            data: bytes = got[1].tobytes()
+            return data
         self._end_of_copy()
