@@ -171,6 +171,12 @@ class EventAssembler:
     def feed(self, msg: Message, raw: bytes, wal_start: int, wal_end: int) -> Iterable[Event]:
         """Take one message with its payload bytes and XLogData WAL positions (the start
         is the change's own LSN, the end the server's WAL end when sent)."""
+        if isinstance(msg, (Insert, Update, Delete)):
+            # most messages: native type checks and a native call, not a dict look-up and a
+            # generic call
+            self._wal_end = wal_end
+            self._wal_start = wal_start
+            return self._row(msg, raw)
         handler = self._handlers.get(type(msg))
         if handler is None:
             raise ProtocolError(type(msg).__name__, 0, "not a logical replication message")
