@@ -40,8 +40,13 @@ PRODUCER_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
     "linger.ms": 5,
     "batch.num.messages": 10_000,
     "batch.size": 1_000_000,  # bytes per partition batch; keep below the broker's limit
-    # Cheapest codec in CPU; zstd compresses Avro better and is one override away.
-    "compression.type": "lz4",
+    # None, as Kafka's Java producer and so Kafka Connect and Debezium default to: LZ4
+    # cost ~3,200 instructions a record in librdkafka's broker threads, 7 % of the
+    # bridge's work per row (bench/README.md, "instructions"), and has no part in a
+    # guarantee. Where the network or the broker's disk is the scarcer resource,
+    # `kafka.producer: {compression.type: lz4}` (or zstd, which compresses Avro better)
+    # is one override away.
+    "compression.type": "none",
     # Give up on a record after 5 minutes of retries (alias delivery.timeout.ms): the
     # failure stops the bridge with nothing acknowledged past it, instead of hanging.
     "message.timeout.ms": 300_000,
