@@ -2,7 +2,7 @@
 
     python bench/instructions.py [--rows 10000] [--txn-rows 100] [--op insert] [--top 0]
                                   [--components] [--inclusive FUNCTION ...] [--tree DIR]
-                                  [--keep DIR]
+                                  [--keep DIR] [--producer KEY=VALUE ...]
 
 Wall-clock rates and CPU seconds move with the machine (cores of our kind differ up to
 3x, and one VM drifts by half that within an hour); instruction counts do not. On the
@@ -183,7 +183,11 @@ def measured_bridge(stack: Any, name: str, workdir: Path, args: argparse.Namespa
     bridge = TreeBridge(stack, name, workdir, exactly_once=False)
     bridge.tree = args.tree
     settings = yaml.safe_load(bridge.config.read_text())
-    settings["kafka"]["producer"] = {"linger.ms": args.linger_ms, "batch.num.messages": args.batch}
+    producer: dict[str, Any] = {"linger.ms": args.linger_ms, "batch.num.messages": args.batch}
+    for setting in args.producer:
+        name, _, value = setting.partition("=")
+        producer[name] = yaml.safe_load(value)
+    settings["kafka"]["producer"] = producer
     bridge.config.write_text(yaml.safe_dump(settings))
     return bridge
 
@@ -220,7 +224,9 @@ def drain(
         f"--callgrind-out-file={out}",
     ]
     bridge.start()
-    e2e.wait(lambda: slot.state()[0], 600, "the slot (under callgrind)", bridge.check)
+    # Start-up under callgrind is ~3.4 billion instructions: niced on a machine whose cores
+    # others hold, it took more than 10 minutes (three counts timed out at 600 s).
+    e2e.wait(lambda: slot.state()[0], 3600, "the slot (under callgrind)", bridge.check)
     done = lambda: slot.state()[1] > backlog.last_start  # noqa: E731
     e2e.wait(done, 3600, "the last transaction confirmed", bridge.check)
     bridge.stop(timeout=600)  # callgrind writes its file as the process exits
@@ -282,6 +288,13 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=e2e.PARTITIONS)
     parser.add_argument("--batch", type=int, default=500, help="records per Kafka batch")
     parser.add_argument("--linger-ms", type=int, default=10_000, help="longer than a batch takes")
+    parser.add_argument(
+        "--producer",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="another kafka.producer setting of the measured bridge (compression.type=lz4)",
+    )
     parser.add_argument("--tree", type=Path, default=e2e.ROOT, help="the checkout to measure")
     parser.add_argument("--top", type=int, default=0, help="functions to list")
     parser.add_argument("--components", action="store_true", help="per row by component")
