@@ -12,8 +12,9 @@ encoded by the bridge's encoder, with the folded states column by column
   column digests, against the table's rows read and encoded as verify reads them.
 - **`expect`** (the TAP's own query, where PostgreSQL by design does not send everything,
   `--! diverges`): the topic's rows as a plain consumer decodes them (confluent-kafka's
-  AvroDeserializer) are loaded into a table of the same name and column types in a database
-  of its own, and the TAP's query runs there, its rows printed as psql -At prints them.
+  AvroDeserializer; a column a record lacks: the current schema's default) are loaded
+  into a table of the same name and column types in a database of its own, and the
+  TAP's query runs there, its rows printed as psql -At prints them.
 
 What differs from `bridge verify` is only how the point is found and the topics read, for
 speed over the many checks of a case: the point is `pg_current_wal_insert_lsn()` read as
@@ -62,7 +63,7 @@ from bridge.snapshot.reader import (
 )
 from bridge.verify.compare import TableResult, compare_table
 from bridge.verify.run import captured_tables
-from bridge.verify.state import Decoder, Entry, TopicState
+from bridge.verify.state import Decoder, Entry, TopicState, row_record
 from bridge.verify.topic import record_keys
 from conformance.cases import Check, Expect, Messages
 
@@ -359,7 +360,10 @@ class Checker:
     def consumer_rows(self, job: TableJob, timeout: float) -> list[dict[str, Any]]:
         """The rows a consumer of the job's topic holds after reading it all, each record
         decoded by confluent-kafka's AvroDeserializer with its own writer schema, its
-        columns taken by name (a column it lacks is null): keyed records folded by key
+        columns taken by name (a column it lacks reads as the current schema's default, as
+        a consumer reading with the table's newest schema gets it, and verify's fold reads
+        it: subscription/006_rewrite's ADD COLUMN ... NOT NULL DEFAULT, whose older rows
+        read the default): keyed records folded by key
         (unchanged TOASTed fields keep the key's or the old key's previous value), keyless
         ones as a multiset; a TRUNCATE empties both. A key of other columns than the
         records before it (the primary key or replica identity moved) re-keys every row
@@ -367,6 +371,8 @@ class Checker:
         columns must."""
         topic = job.topic
         deserialize = AvroDeserializer(self._registry)
+        current = row_record(job.encoder.table.envelope_schema)
+        defaults = {f["name"]: f.get("default") for f in current["fields"]}
         records = []
         for messages in self.topics.read(topic, timeout).values():
             for msg in messages:
@@ -374,6 +380,9 @@ class Checker:
                 if value is None:
                     continue
                 env = deserialize(value, SerializationContext(topic, MessageField.VALUE))
+                for image in ("before", "after"):
+                    if isinstance(env.get(image), dict):
+                        env[image] = {**defaults, **env[image]}
                 key = msg.key()
                 fields = None if key is None else _key_fields(deserialize, topic, key)
                 moved = dict(msg.headers() or ()).get(OLD_KEY)
