@@ -247,8 +247,8 @@ def external_load(
 ) -> None:
     """snapshot.mode external: print the snapshot the bridge holds for an initial load of
     your own and its hand-over LSN, as JSON; with --done, record that load as finished."""
-    from bridge.snapshot.external import held_snapshot, store_of  # noqa: PLC0415 (per command)
-    from bridge.snapshot.store import DONE, INITIAL  # noqa: PLC0415 (per command)
+    from bridge.snapshot.external import held_snapshot  # noqa: PLC0415 (per command)
+    from bridge.snapshot.store import DONE, INITIAL, store_of  # noqa: PLC0415 (per command)
 
     cfg = _load(config)
     store = store_of(cfg)

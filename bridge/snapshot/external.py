@@ -9,11 +9,13 @@ session imports it and exports it again: `pg_export_snapshot()` in a transaction
 imported a snapshot exports that same view, under a new id that stays importable while this
 session's transaction is open, whatever the replication connection does next. The bridge
 records the new id and L in its progress store (run `initial`, state running, detail
-{"mode": "external", "snapshot": id}), logs both, starts streaming, and keeps the session
-open until the load marks the run done (`bridge external-load --done`, or
-`ExternalLoad.finish`). Meanwhile PostgreSQL keeps every row version that snapshot sees
-(the session holds back the xmin horizon, as any long transaction does): VACUUM cannot
-clean up behind it, so a load that runs for hours leaves that much bloat to clean up.
+{"mode": "external", "snapshot": id, "visible": the snapshot's `txid_current_snapshot()`,
+which tells `bridge verify` the row versions the load read: `loaded_condition`}), logs
+both, starts streaming, and keeps the session open until the load marks the run done
+(`bridge external-load --done`, or `ExternalLoad.finish`). Meanwhile PostgreSQL keeps
+every row version that snapshot sees (the session holds back the xmin horizon, as any long
+transaction does): VACUUM cannot clean up behind it, so a load that runs for hours leaves
+that much bloat to clean up.
 
 A restart of the bridge before the load is done loses the held snapshot (it dies with its
 session). The next start then exports a new one from a temporary slot, at its own
@@ -62,19 +64,13 @@ from bridge.snapshot.reader import (
     read_records,
     snapshot_source,
 )
-from bridge.snapshot.store import DONE, INITIAL, RUNNING, ProgressStore
+from bridge.snapshot.store import DONE, EXTERNAL, INITIAL, RUNNING, ProgressStore, store_of
 from bridge.source import libpq
 
 log = logging.getLogger("bridge.snapshot")
 
-EXTERNAL: Final = "external"
 _POLL_S: Final = 1.0
 KeyedRecord = tuple[KafkaRecord, str]  # a record and its key's text, as JSON
-
-
-def store_of(cfg: Config) -> ProgressStore:
-    src = cfg.source
-    return ProgressStore(src.conninfo(), cfg.snapshot.progress_schema, src.slot_name)
 
 
 class SnapshotHold:
@@ -132,7 +128,8 @@ def hold_snapshot(cfg: Config, store: ProgressStore, exported: str, lsn: LSN) ->
     try:
         import_snapshot(conn, exported)
         name = export_again(conn)
-        store.set_detail(INITIAL, {"mode": EXTERNAL, "snapshot": name})
+        visible = _one(conn, "SELECT pg_catalog.txid_current_snapshot()::text")
+        store.set_detail(INITIAL, {"mode": EXTERNAL, "snapshot": name, "visible": visible})
         store.set_state(INITIAL, RUNNING, lsn)
     except BaseException:
         conn.close()
@@ -282,6 +279,13 @@ def read_keyed_task(cfg: Config, snapshot_name: str, lsn: int, task: LoadTask) -
         (record, json.dumps([_text(v) for v in row[:width]]))
         for record, row in zip(records, rows, strict=True)
     ]
+
+
+def _one(conn: psycopg.Connection[Any], query: str) -> str:
+    """A one-value query's result as text (`conn` may read text as raw bytes)."""
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return _text(row[0])
 
 
 def _text(value: Any) -> str:

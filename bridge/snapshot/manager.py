@@ -30,7 +30,15 @@ from bridge.snapshot.notify import Notifier
 from bridge.snapshot.progress import SnapshotProgress
 from bridge.snapshot.runstate import KafkaRunStore
 from bridge.snapshot.signals import KafkaSignals
-from bridge.snapshot.store import DONE, INITIAL, PENDING, RUNNING, ProgressStore, is_private
+from bridge.snapshot.store import (
+    DONE,
+    EXTERNAL,
+    INITIAL,
+    PENDING,
+    RUNNING,
+    ProgressStore,
+    is_private,
+)
 from bridge.source import libpq, slots
 
 log = logging.getLogger("bridge.snapshot")
@@ -105,7 +113,7 @@ class SnapshotManager:
             if not modes.streams_after(mode):
                 log.info("snapshot.mode initial_only: no snapshot to do, not streaming")
             return modes.streams_after(mode)
-        if mode == external.EXTERNAL:
+        if mode == EXTERNAL:
             self._hold_for_load(action, slot)
             return True
         if action == modes.FRESH:

@@ -14,9 +14,10 @@ Safe to share between threads: every call takes the store's lock.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
 from psycopg import sql
@@ -288,4 +289,50 @@ def _store_error(schema: str, exc: psycopg.Error) -> SourceError:
     return SourceError(
         f"snapshot progress table in schema {schema!r}: {str(exc).strip()}",
         hint="check that PostgreSQL is reachable; the bridge resumes the snapshot on restart",
+    )
+
+
+EXTERNAL: Final = "external"  # snapshot.mode external: the initial run a load job does
+
+
+def store_of(cfg: Config) -> ProgressStore:
+    src = cfg.source
+    return ProgressStore(src.conninfo(), cfg.snapshot.progress_schema, src.slot_name)
+
+
+class LoadPoint(NamedTuple):
+    """The snapshot an external load read: its LSN L and its `txid_current_snapshot()`."""
+
+    lsn: LSN
+    visible: str
+
+
+def load_point(store: ProgressStore) -> LoadPoint | None:
+    """The snapshot of the slot's external load, held or done; None when the slot's initial
+    run was not an external one (or recorded before the bridge kept its visibility)."""
+    run = store.run(INITIAL)
+    if run is None or run.detail.get("mode") != EXTERNAL or run.lsn is None:
+        return None
+    visible = run.detail.get("visible")
+    return None if visible is None else LoadPoint(run.lsn, str(visible))
+
+
+def loaded_condition(visible: str, reference: int) -> str:
+    """An SQL condition true for the row versions a snapshot whose `txid_current_snapshot()`
+    is `visible` sees: the rows an external load read that nothing changed since. Read in a
+    later snapshot whose xmax (a 64-bit txid) is `reference`: the row's 32-bit xmin is
+    widened to the epoch that puts it at most 2^32 before `reference` (every row version
+    that snapshot sees is younger than that, unless frozen 2^31 transactions ago: then it
+    counts as changed since, which is a difference reported, never one hidden); xmin 1 and
+    2 (bootstrap, frozen) are older than any snapshot."""
+    if not re.fullmatch(r"\d+:\d+:[\d,]*", visible):
+        raise SourceError(
+            f"the external load's recorded snapshot {visible!r} is not a txid snapshot",
+            hint="the progress store was edited: run the load again",
+        )
+    xmin = "pg_catalog.int8(xmin::text)"
+    full = f"({reference} - ({reference} - {xmin}) % 4294967296)"
+    return (
+        f"({xmin} < 3 OR pg_catalog.txid_visible_in_snapshot({full}, "
+        f"'{visible}'::pg_catalog.txid_snapshot))"
     )

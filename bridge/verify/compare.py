@@ -31,10 +31,11 @@ would otherwise cross a network to be compared; here they are streamed here anyw
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
 
@@ -136,6 +137,9 @@ class TableResult:
     dead_lettered: int = 0
     dead_lettered_keys: list[dict[str, str]] = field(default_factory=list)
     dead_letters: int = 0
+    # of `equal`: rows an external load read, unchanged since, their keys never in the
+    # topic (`Loaded`)
+    loaded: int = 0
 
     @property
     def ok(self) -> bool:
@@ -163,6 +167,7 @@ class TableResult:
             "kafka_records": self.records,
             "kafka_records_after_point": self.after_point,
             "equal": self.equal,
+            "loaded": self.loaded,
             "rows_decoded": self.decoded,
             "missing": self.missing,
             "ghosts": self.ghosts,
@@ -176,6 +181,20 @@ class TableResult:
             "kafka_state_on_disk": self.on_disk,
             **({} if self.lake is None else {"lake": self.lake.as_dict()}),
         }
+
+
+class Loaded(NamedTuple):
+    """A table's rows came with an external load (`bridge.snapshot.external`, snapshot.mode
+    external) at `lsn`, not through its topic: the rows PostgreSQL has at the point that
+    `condition` (`bridge.snapshot.external.loaded_condition`) selects are row versions the
+    load read, unchanged since. A key-based consumer of the load and the topic holds such a
+    row from the load as long as the topic has no record of its key; any record (a change,
+    a delete) would have replaced the row version, so with one the row is compared with the
+    topic as every other. Rows the load read and deleted since, whose delete the topic
+    lacks, are not seen (no row is left to tell): the lake comparison finds those."""
+
+    lsn: int
+    condition: str
 
 
 # framed keys of records by (partition, offset), read from the topic: ghosts whose state
@@ -192,10 +211,15 @@ def compare_table(
     record_keys: RecordKeys,
     lake: LakeSink | None = None,
     letters: Explained | None = None,
+    loaded: Loaded | None = None,
 ) -> None:
     """Fill `result` from the table read on `conn` (inside the point's snapshot); each row's
     key (as `Decoder.key`), framed key and value also go to `lake` when given. The rows'
     states are taken out of `state.keys`: what is left are the keys PostgreSQL lacks.
+
+    With `loaded` (the table came with an external load: `Loaded`), the rows the load read
+    and nothing changed since are read after the others, and each of them whose key has
+    no record in the topic before the point is equal: the load holds it, not the topic.
 
     With `letters` (a table that dead-letters or skips its troubles), a difference whose
     key a letter names is counted as dead-lettered, and a row the bridge's encoder cannot
@@ -208,9 +232,6 @@ def compare_table(
     result.on_disk = store.on_disk
     names = [c.name for c in table.relation.columns]
     key_at = [names.index(k.name) for k in table.key]
-    all_text = bytes((KIND_TEXT,)) * len(names)
-    query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
-    source = snapshot_source("", "", state.point, "true")
     found = _Found(decoder, result, state.placed, letters)
     bodies: _Bodies = job.encoder.row_bodies
     if letters is not None:
@@ -218,7 +239,36 @@ def compare_table(
         bodies = _by_key_when_unencodable(bodies, key_only, found.unencodable)
     if not store.on_disk:
         result.live_keys = store.live_count()
-    number = 0
+    read = functools.partial(_read_rows, conn, job, state, found, bodies, key_at, lake)
+    if loaded is None or state.truncated >= loaded.lsn:  # a TRUNCATE since: no loaded row left
+        read(table, 0)
+    else:  # the rows changed since the load first, then those it read (`Loaded`)
+        found.loaded_from = read(restricted(table, f"NOT {loaded.condition}"), 0)
+        read(restricted(table, loaded.condition), found.loaded_from)
+    if store.on_disk:
+        ghosts = _partitions(store, found)
+    else:
+        ghosts = [(k, s) for k, s in store.states() if scan.live(s)]
+    found.finish(ghosts, record_keys)
+
+
+def _read_rows(
+    conn: psycopg.Connection[Any],
+    job: TableJob,
+    state: TopicState,
+    found: _Found,
+    bodies: _Bodies,
+    key_at: list[int],
+    lake: LakeSink | None,
+    table: SnapshotTable,
+    number: int,
+) -> int:
+    """`table`'s rows read in key order and compared (or spilled), numbered from `number`;
+    returns the number after the last row."""
+    decoder, store = state.decoder, state.keys
+    all_text = bytes((KIND_TEXT,)) * len(table.relation.columns)
+    query, params = chunk_query(table, Chunk(table.label, 0, table.method, None, None))
+    source = snapshot_source("", "", state.point, "true")
     with conn.cursor(name=f"verify_{table.relation.oid}") as cursor:
         cursor.itersize = _FETCH
         cursor.execute(query, params)
@@ -239,13 +289,16 @@ def compare_table(
                     scan.settle_rows(states, rows, bodies, all_text, key_at, number, unsettled)
                 )
                 for number_, key, texts, body, kept_ in unsettled:
-                    found.row(number_, key, texts, decoder.columns(body), kept_)
+                    if not found.from_load(number_, key, kept_):  # undecoded, as settled ones
+                        found.row(number_, key, texts, decoder.columns(body), kept_)
             number += len(rows)
-    if store.on_disk:
-        ghosts = _partitions(store, found)
-    else:
-        ghosts = [(k, s) for k, s in store.states() if scan.live(s)]
-    found.finish(ghosts, record_keys)
+    return number
+
+
+def restricted(table: SnapshotTable, condition: str) -> SnapshotTable:
+    """`table` read only where `condition` holds too."""
+    found = condition if table.row_filter is None else f"({table.row_filter}) AND {condition}"
+    return table._replace(row_filter=found)
 
 
 def _partitions(store: KeyStore, found: _Found) -> list[tuple[bytes, bytes]]:
@@ -304,10 +357,25 @@ class _Found:
         # (row number, kind, key body, key texts, the letter that explains it)
         self.mismatches: list[tuple[int, str, bytes, tuple[str, ...], DeadLetter | None]] = []
         self.unencodable: set[bytes] = set()  # keys of rows the encoder could not encode
+        # the first row number of the rows an external load read (`compare_table`)
+        self.loaded_from: int | None = None
 
     def equal(self, rows: int) -> None:
         self.result.rows += rows
         self.result.equal += rows
+
+    def from_load(self, number: int, key: bytes, state: bytes | None) -> bool:
+        """Count a row the external load read (numbered from `loaded_from`) whose key has
+        no record in the topic as equal: the consumer holds the load's row (`Loaded`)."""
+        if state is not None or self.loaded_from is None or number < self.loaded_from:
+            return False
+        if key in self.unencodable:  # the load could not have encoded it either
+            return False
+        result = self.result
+        result.rows += 1
+        result.equal += 1
+        result.loaded += 1
+        return True
 
     def row(
         self,
@@ -318,6 +386,8 @@ class _Found:
         state: bytes | None,
     ) -> None:
         """A row its row digest did not settle: compared column by column."""
+        if self.from_load(number, key, state):
+            return
         result = self.result
         result.rows += 1
         result.decoded += 1

@@ -64,6 +64,7 @@ from pyspark.sql.types import DataType
 from bridge.config import Config, KafkaConfig
 from bridge.errors import VerifyError
 from bridge.snapshot import chunks
+from bridge.snapshot.catalog import SnapshotTable
 from bridge.snapshot.external import LoadTable, LoadTask, read_keyed_task, read_task
 from bridge.snapshot.reader import TableJob
 from bridge.spark.apply import TARGET_META, fold
@@ -71,7 +72,7 @@ from bridge.spark.formats import target_table
 from bridge.spark.initial_load import loaded_rows
 from bridge.spark.reader import ChangeDecoder, read_changes
 from bridge.spark.registry import SchemaSource
-from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, TableResult
+from bridge.verify.compare import REPAIR_KEY_LIMIT, LakeResult, Loaded, TableResult, restricted
 from bridge.verify.lake import (
     FIX_KINDS,
     POLL_S,
@@ -131,36 +132,34 @@ def compare_in_spark(
     result: TableResult,
     keys_for_repair: bool = False,
     lake: tuple[str, float] | None = None,
+    loaded: Loaded | None = None,
 ) -> None:
     """Fill `result` for `job`'s table (a keyed one) from a Spark job (module docstring):
     PostgreSQL read in key ranges inside `snapshot_name`, the topic folded up to `point`.
     `catalog_conn` plans the ranges (any boundaries cover the table: the first range is
     open below, the last above). `keys_for_repair`: also `result.reread_keys` and
     `result.ghost_keys` (`result.decoder` set). `lake`: (the Delta table, --timeout) also
-    compared, into `result.lake` (`_lake`)."""
+    compared, into `result.lake` (`_lake`). `loaded`: the table came with an external
+    load, whose rows join the topic's side where the topic has no record of their key
+    (`_with_load`)."""
     key_schema = job.encoder.table.key_schema
     assert key_schema is not None  # `run` skips keyless tables
     keys = [str(f["name"]) for f in key_schema["fields"]]
-    plan = chunks.plan(catalog_conn, job.table, cfg.snapshot.chunk_size, None, 0)
-    load = LoadTable(job.topic, job.encoder.value_id, tuple(LoadTask(job.table, c) for c in plan))
-    schemas = SchemaSource(cfg.registry.url, _auth(cfg))
     carry = (_PG_KEY,) if keys_for_repair else ()
-    task = read_keyed_task if keys_for_repair else read_task
-    try:  # from_avro gets the schemas as text: none is fetched once the plan is made
-        rows = loaded_rows(
-            spark,
-            ChangeDecoder(schemas, carry=carry),
-            load,
-            functools.partial(task, cfg, snapshot_name, point),
-        )
-    finally:
-        schemas.close()
-    data = [c for c in rows.columns if c not in TARGET_META and c not in keys and c not in carry]
     cached: list[DataFrame] = []
+    task = read_keyed_task if keys_for_repair else read_task
+    read = functools.partial(task, cfg, snapshot_name, point)
+    plan = list(chunks.plan(catalog_conn, job.table, cfg.snapshot.chunk_size, None, 0))
+    rows, from_load = _pg_rows(spark, cfg, job, plan, read, carry, loaded)
+    if from_load is not None:
+        cached.append(from_load)
+    data = [c for c in rows.columns if c not in TARGET_META and c not in keys and c not in carry]
     try:
         topic = _topic_state(spark, cfg, job.topic, point, rows, data, keys, result, cached)
         state, changes = topic.state, topic.changes
-        buckets = max(1, len(load.tasks))
+        if from_load is not None and loaded is not None and topic.truncated < loaded.lsn:
+            state = _with_load(state, from_load, changes, keys, data, result)
+        buckets = max(1, len(plan))
         pg = _hashed(rows, keys, data, buckets, carry).persist()
         kafka = _hashed(state, keys, data, buckets).persist()
         sums = _bucket_sums(pg, kafka).persist()
@@ -195,6 +194,54 @@ def compare_in_spark(
     _fill(result, settled, counts, columns, samples)
 
 
+def _pg_rows(
+    spark: SparkSession,
+    cfg: Config,
+    job: TableJob,
+    plan: Sequence[chunks.Chunk],
+    read: Callable[[LoadTask], Any],
+    carry: tuple[str, ...],
+    loaded: Loaded | None,
+) -> tuple[DataFrame, DataFrame | None]:
+    """PostgreSQL's rows, one task per chunk of `plan` (`read` runs it), and with `loaded`
+    those of them the external load read (persisted: both sides take them), which the
+    rows are then read apart from (`bridge.verify.compare.Loaded`)."""
+    schemas = SchemaSource(cfg.registry.url, _auth(cfg))
+
+    def rows_of(table: SnapshotTable) -> DataFrame:
+        tasks = tuple(LoadTask(table, c) for c in plan)
+        load = LoadTable(job.topic, job.encoder.value_id, tasks)
+        return loaded_rows(spark, ChangeDecoder(schemas, carry=carry), load, read)
+
+    try:  # from_avro gets the schemas as text: none is fetched once the plan is made
+        if loaded is None:
+            return rows_of(job.table), None
+        from_load = rows_of(restricted(job.table, loaded.condition)).persist()
+        changed = rows_of(restricted(job.table, f"NOT {loaded.condition}"))
+        return changed.unionByName(from_load), from_load
+    finally:
+        schemas.close()
+
+
+def _with_load(
+    state: DataFrame,
+    from_load: DataFrame,
+    changes: DataFrame | None,
+    keys: list[str],
+    data: list[str],
+    result: TableResult,
+) -> DataFrame:
+    """The topic's `state` and the rows the external load read (`from_load`, unchanged
+    since) whose key has no record in the topic before the point (`changes`): what a
+    consumer of the load and the topic holds (`bridge.verify.compare.Loaded`). Counts
+    them into `result.loaded`."""
+    kept = from_load.select(*keys, *data)
+    if changes is not None and all(k in changes.columns for k in keys):
+        kept = kept.join(changes.select(*keys), keys, "left_anti")
+    result.loaded = kept.count()
+    return state.unionByName(kept)
+
+
 def _fill(
     result: TableResult,
     settled: int,
@@ -207,7 +254,7 @@ def _fill(
     result.ghosts, result.different = counts.get("ghost", 0), counts.get("different", 0)
     result.rows = result.equal + result.missing + result.different
     result.decoded = result.rows - settled
-    result.live_keys = result.equal + result.ghosts + result.different
+    result.live_keys = result.equal - result.loaded + result.ghosts + result.different
     result.columns.update(columns)
     result.samples = samples
 

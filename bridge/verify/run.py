@@ -41,9 +41,9 @@ from bridge.snapshot.reader import (
     export_again,
     import_snapshot,
 )
-from bridge.snapshot.store import table_topic_filter
+from bridge.snapshot.store import load_point, loaded_condition, store_of, table_topic_filter
 from bridge.source import libpq, slots
-from bridge.verify.compare import TableResult, compare_table
+from bridge.verify.compare import Loaded, TableResult, compare_table
 from bridge.verify.deadletters import DeadLetter, Explained, read_letters
 from bridge.verify.schemas import is_local, lookup_registry
 from bridge.verify.state import Decoder, TopicState
@@ -133,16 +133,9 @@ def verify(
         opened.callback(catalog_conn.close)
         chosen = captured_tables(cfg, catalog_conn, tables)
         _check_delta(chosen, delta or {})
-        type_oids = {c.type_oid for t in chosen for c in t.relation.columns}
-        reader = connect(cfg.source.conninfo(), type_oids)
-        opened.callback(reader.close)
-        export = TemporaryExport(cfg.source.conninfo(), f"verify_{cfg.source.slot_name}")
-        try:
-            import_snapshot(reader, export.snapshot_name)
-        finally:
-            export.close()  # the imported snapshot lives on in `reader`'s transaction
-        point = int(export.lsn)
-        progress(f"verification point {export.lsn}; waiting for the bridge to deliver up to it")
+        reader, point = _at_point(cfg, chosen, opened)
+        load = _external_load(cfg, reader, point)
+        progress(f"verification point {LSN(point)}; waiting for the bridge to deliver up to it")
         await_delivered(cfg, catalog_conn, point, timeout)
         registry, lookups = lookup_registry(cfg)  # reads only (`bridge.verify.schemas`)
         jobs = build_jobs(cfg, catalog_conn, chosen, registry)
@@ -161,12 +154,12 @@ def verify(
             result.decoder, result.job, result.snapshot_table = decoder, job, table
             explained = _explained(cfg, table, decoder, letters.get(table.label, []), result)
             target = (delta or {}).get(table.label)
+            loaded = _loaded(cfg, table, load)
             if distributed:
                 spark = spark or opened.enter_context(_session(spark_master, spark_conf))
                 lake = None if target is None else (target, timeout)
-                _in_spark(
-                    spark, cfg, catalog_conn, reader, point, result, progress, keys_for_repair, lake
-                )
+                how = (keys_for_repair, lake, loaded)
+                _in_spark(spark, cfg, catalog_conn, reader, point, result, progress, how)
                 continue
             state = TopicState(
                 decoder,
@@ -176,21 +169,78 @@ def verify(
                 topic=job.topic,
             )
             with closing(state):
-                result.ends = read_topic(cfg, job.topic, state, timeout)
-                progress(
-                    f"{table.label}: topic read, {state.records:,} records"
-                    + " (key states on disk)" * state.keys.on_disk
-                    + "; comparing with PostgreSQL"
-                )
+                _read_topic(cfg, state, result, timeout, progress)
                 if target is None:
                     keys = functools.partial(record_keys, cfg, job.topic)
-                    compare_table(reader, table, job, state, result, keys, None, explained)
+                    compare_table(reader, table, job, state, result, keys, None, explained, loaded)
                 else:
                     spark = spark or opened.enter_context(_session(spark_master, spark_conf))
                     progress(f"{table.label}: comparing the topic, then the lake table {target}")
-                    _with_lake(cfg, reader, spark, target, state, result, timeout, explained)
+                    found = (explained, loaded)
+                    _with_lake(cfg, reader, spark, target, state, result, timeout, found)
             progress(f"{table.label}: {result.status}")
         return Verification(point, results, cfg.dead_letter_topic())
+
+
+def _at_point(
+    cfg: Config, chosen: Sequence[SnapshotTable], opened: ExitStack
+) -> tuple[psycopg.Connection[Any], int]:
+    """A session reading inside the point's snapshot (closed with `opened`), and the point:
+    the consistent point of a temporary slot whose exported snapshot it imported."""
+    reader = connect(
+        cfg.source.conninfo(), {c.type_oid for t in chosen for c in t.relation.columns}
+    )
+    opened.callback(reader.close)
+    export = TemporaryExport(cfg.source.conninfo(), f"verify_{cfg.source.slot_name}")
+    try:
+        import_snapshot(reader, export.snapshot_name)
+    finally:
+        export.close()  # the imported snapshot lives on in `reader`'s transaction
+    return reader, int(export.lsn)
+
+
+def _read_topic(
+    cfg: Config,
+    state: TopicState,
+    result: TableResult,
+    timeout: float,
+    progress: Callable[[str], None],
+) -> None:
+    """`result.topic` read into `state`, to the ends it had (into `result.ends`)."""
+    result.ends = read_topic(cfg, result.topic, state, timeout)
+    progress(
+        f"{result.table}: topic read, {state.records:,} records"
+        + " (key states on disk)" * state.keys.on_disk
+        + "; comparing with PostgreSQL"
+    )
+
+
+def _external_load(cfg: Config, reader: psycopg.Connection[Any], point: int) -> Loaded | None:
+    """The external load of the bridge's slot (snapshot.mode external) at or before
+    `point`, if its tables came with one, its condition for `reader`, which holds the
+    point's snapshot."""
+    store = store_of(cfg)
+    try:
+        load = load_point(store)
+    finally:
+        store.close()
+    if load is None or int(load.lsn) > point:
+        return None
+    row = reader.execute(
+        "SELECT pg_catalog.txid_snapshot_xmax(pg_catalog.txid_current_snapshot())::text"
+    ).fetchone()
+    assert row is not None
+    reference = row[0].decode() if isinstance(row[0], bytes) else row[0]
+    return Loaded(int(load.lsn), loaded_condition(load.visible, int(reference)))
+
+
+def _loaded(cfg: Config, table: SnapshotTable, load: Loaded | None) -> Loaded | None:
+    """`table`'s rows from the external load (`Loaded`), unless the load read it through a
+    row filter or a select override (rows it left out would pass for loaded ones)."""
+    snap = cfg.snapshot
+    if load is None or table.label in snap.row_filters or table.label in snap.select_overrides:
+        return None
+    return load
 
 
 def _explained(
@@ -228,9 +278,10 @@ def _with_lake(
     state: TopicState,
     result: TableResult,
     timeout: float,
-    explained: Explained | None,
+    found: tuple[Explained | None, Loaded | None],
 ) -> None:
-    """`compare_table`, with PostgreSQL's rows also handed to the lake comparison; the
+    """`compare_table` (`found`: its letters and loaded rows), with PostgreSQL's rows also
+    handed to the lake comparison; the
     keys that differ in the lake join those `--repair` fixes through the topic (so a row
     changed behind the apply's back is re-emitted though Kafka holds it right)."""
     from bridge.verify.lake import LakeFix, LakeSide  # noqa: PLC0415 (pyspark: slow import)
@@ -241,7 +292,8 @@ def _with_lake(
     assert key_schema is not None
     side = LakeSide(result.topic, state)
     fetch = functools.partial(record_keys, cfg, result.topic)
-    compare_table(reader, result.snapshot_table, result.job, state, result, fetch, side, explained)
+    table, job = result.snapshot_table, result.job
+    compare_table(reader, table, job, state, result, fetch, side, *found)
     keys = [f["name"] for f in key_schema["fields"]]
     fix = LakeFix()
     result.lake = side.compare(spark, cfg, target, keys, timeout, fix)
@@ -260,11 +312,11 @@ def _in_spark(
     point: int,
     result: TableResult,
     progress: Callable[[str], None],
-    keys_for_repair: bool,
-    lake: tuple[str, float] | None,
+    how: tuple[bool, tuple[str, float] | None, Loaded | None],
 ) -> None:
-    """`bridge.verify.distributed.compare_in_spark`, its tasks reading inside `reader`'s
-    snapshot (exported again for them: valid while `reader`'s transaction is open)."""
+    """`bridge.verify.distributed.compare_in_spark` (`how`: its keys_for_repair, lake and
+    loaded), its tasks reading inside `reader`'s snapshot (exported again for them: valid
+    while `reader`'s transaction is open)."""
     from bridge.verify.distributed import compare_in_spark  # noqa: PLC0415 (pyspark: slow)
 
     job = result.job
@@ -272,7 +324,7 @@ def _in_spark(
     _registered(job)
     progress(f"{job.table.label}: comparing in Spark")
     snapshot = export_again(reader)
-    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, keys_for_repair, lake)
+    compare_in_spark(spark, cfg, catalog_conn, snapshot, point, job, result, *how)
     progress(f"{job.table.label}: {result.status}")
 
 

@@ -25,7 +25,8 @@ from waiting import wait_for
 
 from bridge.config import Config
 from bridge.errors import SourceError
-from bridge.snapshot.external import held_snapshot, open_external_load, read_task, store_of
+from bridge.snapshot.external import held_snapshot, open_external_load, read_task
+from bridge.snapshot.store import store_of
 from bridge.spark.apply import TARGET_META, apply_batch, apply_changes
 from bridge.spark.initial_load import LOADED_OFFSET, initial_load
 from bridge.spark.reader import read_changes
