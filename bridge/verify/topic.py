@@ -18,7 +18,10 @@ closed (`bridge.verify.store.give_back`). So is what one fetch brings of a parti
 bounded (`_PARTITION_FETCH`, a quarter of librdkafka's 1 MiB default; a batch larger
 than it is still fetched whole). The default limit keeps the full queue and 10,000
 records ahead: fewer cost the fold CPU per record and wall time waiting for fetches
-(bench/README.md, verify).
+(bench/README.md, verify). A consumer whose queue is past those bounds fetches again
+`_FETCH_BACKOFF_MS` later, not after librdkafka's default second: with a queue that
+the fold empties in milliseconds, that second was most of a read's wall time (one
+queue's worth of records a second).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ _LEAST_AHEAD: Final = 2 * _BATCH  # and however small the queue
 _FETCH_MAX: Final = 4 * 1024 * 1024  # bytes of one fetch response
 _PARTITION_FETCH: Final = 256 * 1024  # bytes of one partition in a fetch response
 _SEEK: Final = 10_000  # records a key fetch reads on rather than seek past
+_FETCH_BACKOFF_MS: Final = 10  # wait before fetching again once the queue is past its bounds
 
 
 def queue_kib(memory_limit: int) -> int:
@@ -52,22 +56,26 @@ def queue_kib(memory_limit: int) -> int:
     return max(_LEAST_QUEUE, min(_FETCH_QUEUE, memory_limit // 8 // 1024))
 
 
-def _consumer(cfg: Config, partitions: int = 1, queue: int = _FETCH_QUEUE) -> Any:
+def consumer_config(cfg: Config, partitions: int = 1, queue: int = _FETCH_QUEUE) -> dict[str, Any]:
     """A consumer of committed records only, its fetch queue bounded to its share of
-    `queue` KiB (module docstring)."""
-    return Consumer(
-        {
-            **cfg.kafka.client_config(),
-            "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-            "queued.max.messages.kbytes": max(_LEAST_QUEUE, queue // max(partitions, 1)),
-            "queued.min.messages": max(_LEAST_AHEAD, _AHEAD * queue // _FETCH_QUEUE),
-            "fetch.max.bytes": _FETCH_MAX,
-            "fetch.message.max.bytes": _PARTITION_FETCH,
-        }
-    )
+    `queue` KiB and fetched again soon after the fold took from it (module docstring)."""
+    return {
+        **cfg.kafka.client_config(),
+        "group.id": f"bridge-verify-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        "queued.max.messages.kbytes": max(_LEAST_QUEUE, queue // max(partitions, 1)),
+        "queued.min.messages": max(_LEAST_AHEAD, _AHEAD * queue // _FETCH_QUEUE),
+        "fetch.max.bytes": _FETCH_MAX,
+        "fetch.message.max.bytes": _PARTITION_FETCH,
+        "fetch.queue.backoff.ms": _FETCH_BACKOFF_MS,
+    }
+
+
+def _consumer(cfg: Config, partitions: int = 1, queue: int = _FETCH_QUEUE) -> Any:
+    """A consumer configured by `consumer_config`."""
+    return Consumer(consumer_config(cfg, partitions, queue))
 
 
 def _partition_records(
